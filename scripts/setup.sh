@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set up (idempotently) everything the service and its tests need, from nothing: a virtual environment
+# in .venv with the project, its test and build extras, and redis-server. Safe to run again.
+#   scripts/setup.sh            # then: .venv/bin/laya-stack   or   .venv/bin/python -m pytest -q
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then sed -n 2,4p "$0"; exit 0; fi
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "setup: installing redis-server" >&2
+  (apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null
+fi
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+stamp=.venv/.setup-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  # torch is pinned here, before the project: on CPU machines 2.13.0 is the CPU build already on disk,
+  # while an unpinned resolve would download a multi-GB CUDA build.
+  .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 -e '.[dev,build]' 2>&1 \
+    | grep -v 'is ignored: it is neither a file nor a directory' || true
+  .venv/bin/python -c 'import torch, laya, celery, flask, tilelang' >/dev/null
+  rm -f .venv/.setup-*; touch "$stamp"
+fi
