@@ -69,16 +69,19 @@ MODEL_PRESETS = {
 }
 
 _WORDS = (
-    "the a an and or but if then refund charge order account customer payment card bank invoice "
-    "delivery package late broken damaged return replace cancel subscription plan upgrade price "
-    "discount coupon email phone address password login error crash bug feature request support "
-    "agent manager ticket urgent please thanks sorry hello yes no maybe never always today tomorrow "
-    "yesterday week month year contract policy privacy security fraud suspicious transfer balance "
-    "question answer statement holds true false level score choice option rating good bad neutral "
-    "angry happy sad confused satisfied wants needs asks says writes reports complains describes "
-    "product service quality shipping store online app website update version install device "
-    "laptop screen battery network slow fast expensive cheap free trial member premium basic"
-).split()
+    "the", "a", "an", "and", "or", "but", "if", "then", "refund", "charge", "order", "account", "customer",
+    "payment", "card", "bank", "invoice", "delivery", "package", "late", "broken", "damaged", "return",
+    "replace", "cancel", "subscription", "plan", "upgrade", "price", "discount", "coupon", "email", "phone",
+    "address", "password", "login", "error", "crash", "bug", "feature", "request", "support", "agent",
+    "manager", "ticket", "urgent", "please", "thanks", "sorry", "hello", "yes", "no", "maybe", "never",
+    "always", "today", "tomorrow", "yesterday", "week", "month", "year", "contract", "policy", "privacy",
+    "security", "fraud", "suspicious", "transfer", "balance", "question", "answer", "statement", "holds",
+    "true", "false", "level", "score", "choice", "option", "rating", "good", "bad", "neutral", "angry", "happy",
+    "sad", "confused", "satisfied", "wants", "needs", "asks", "says", "writes", "reports", "complains",
+    "describes", "product", "service", "quality", "shipping", "store", "online", "app", "website", "update",
+    "version", "install", "device", "laptop", "screen", "battery", "network", "slow", "fast", "expensive",
+    "cheap", "free", "trial", "member", "premium", "basic",
+)
 _EXTRA = ["café", "naïve", "Zürich", "straße", "日本語", "中文", "привет", "مرحبا", "🙂", "👍", "€", "£", "—"]
 
 
@@ -206,8 +209,8 @@ def _init_tensor(name: str, shape: tuple[int, ...], gen):
     if name.endswith("tok_embeddings.weight") or name == "type_emb.weight":
         return torch.randn(shape, generator=gen)
     # fan-in scaling keeps every layer's output O(1): context, not just the [MASK] token, shapes a marker;
-    # the scorer's last layer is 8x wider so that options differ by about one logit, not a hundredth
-    gain = 8.0 if name == "scorer.3.weight" else 1.0
+    # the scorer's last layer is 32x wider so that options differ by logits, not hundredths of one
+    gain = 32.0 if name == "scorer.3.weight" else 1.0
     return torch.randn(shape, generator=gen) * (gain / math.sqrt(shape[1]))
 
 

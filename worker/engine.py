@@ -1,0 +1,101 @@
+"""The decision engine: a request in, typed answers out. Tokenize once, build rows, run, decode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from worker.batch import Batch
+from worker.checkpoint import check_checkpoint, load_weights
+from worker.config import ModelConfig
+from worker.contract import ExecutorError, RequestError
+from worker.decode import decode_answers
+from worker.executors import make_executor
+from worker.sequences import Question, Row, build_row, encode_state, parse_payload, parse_questions
+from worker.tokenizer import Tokenizer
+
+RESPONSE_MODEL = "laya-rl-agent"  # the reference's `model` field in every response
+MAX_BATCH_ROWS = 16  # rows per forward pass: the executors' workspaces hold 16 rows x max_len tokens
+WARMUP_STATE = "Warm-up: please refund the duplicate charge on my card."
+
+
+class Engine:
+    def __init__(self, checkpoint: Path | str, *, executor: str = "reference", bundle: Path | None = None,
+                 device: str | None = None, model_name: str = "english") -> None:
+        checkpoint = check_checkpoint(checkpoint)
+        self.model_name = model_name
+        self.config = ModelConfig.from_checkpoint(checkpoint)
+        self.tokenizer = Tokenizer(checkpoint)
+        self.executor = make_executor(executor, self.config, load_weights(checkpoint), device=device, bundle=bundle)
+
+    def decide(self, payload: dict) -> dict:
+        """The /v1/systemone response for `payload`; RequestError for what cannot be answered."""
+        return self._answer([self.prepare(payload)])[0]
+
+    def decide_many(self, payloads: list[dict]) -> list[dict]:
+        """Each payload's response or error body, in order; rows of several payloads share forward passes."""
+        results: list[dict | None] = [None] * len(payloads)
+        prepared = []
+        for i, payload in enumerate(payloads):
+            try:
+                prepared.append((i, self.prepare(payload)))
+            except RequestError as e:
+                results[i] = e.to_dict()
+        group: list = []
+        for item in prepared + [None]:
+            rows_in_group = sum(len(p.rows) for _, p in group)
+            if group and (item is None or rows_in_group + len(item[1].rows) > MAX_BATCH_ROWS):
+                for (i, _), response in zip(group, self._answer([p for _, p in group]), strict=True):
+                    results[i] = response
+                group = []
+            if item is not None:
+                group.append(item)
+        return results  # type: ignore[return-value]
+
+    def prepare(self, payload: dict) -> Prepared:
+        """Validate a payload and build its rows (tokenizing the state once)."""
+        state, raw_questions = parse_payload(payload, self.model_name)
+        questions = parse_questions(raw_questions)
+        if not questions:
+            return Prepared([], [])
+        state_ids, truncate_left = encode_state(self.tokenizer, state)
+        rows = [build_row(self.tokenizer, q, state_ids, truncate_left=truncate_left, max_len=self.config.max_len,
+                          head_max_len=self.config.head_max_len) for q in questions]
+        return Prepared(questions, rows)
+
+    def warmup(self) -> None:
+        """Answer a real request at the smallest and the largest admitted shape."""
+        long_state = " ".join(["word"] * (2 * self.config.max_len))
+        questions = {f"q{i}": {"type": "noul", "instructions": "Is this a warm-up?"} for i in range(MAX_BATCH_ROWS)}
+        self.decide({"model": self.model_name, "state": WARMUP_STATE, "questions": {"q": questions["q0"]}})
+        self.decide({"model": self.model_name, "state": long_state, "questions": questions})
+
+    def _answer(self, prepared: list[Prepared]) -> list[dict]:
+        """One forward pass over every row of `prepared`; one response each."""
+        rows = [row for p in prepared for row in p.rows]
+        if not rows:
+            return [_response({}, 0) for _ in prepared]
+        try:
+            outputs = self.executor.forward(Batch.from_rows(rows, self.tokenizer.pad_id))
+        except Exception as e:
+            raise ExecutorError(f"{self.executor.name} executor failed: {type(e).__name__}: {e}") from e
+        responses, offset = [], 0
+        for p in prepared:
+            n = len(p.rows)
+            answers = decode_answers(self.config, p.questions, [len(r.markers) for r in p.rows],
+                                     outputs.logits[offset:offset + n], outputs.act_probs[offset:offset + n])
+            responses.append(_response(answers, sum(len(r.ids) for r in p.rows)))
+            offset += n
+        return responses
+
+
+class Prepared:
+    """A validated request: its questions and one row per question."""
+
+    __slots__ = ("questions", "rows")
+
+    def __init__(self, questions: list[Question], rows: list[Row]) -> None:
+        self.questions, self.rows = questions, rows
+
+
+def _response(answers: dict, input_tokens: int) -> dict:
+    return {"model": RESPONSE_MODEL, "answers": answers, "usage": {"input_tokens": input_tokens, "output_tokens": 0}}

@@ -1,0 +1,195 @@
+"""Requests to rows: validation with the reference's rules, option texts, and one token row per question.
+
+A row is `[CLS] <type> question: <instructions> [SEP] [MASK] opt0 [MASK] opt1 ... [SEP] <state> [SEP]`,
+cut to the checkpoint's `max_len`; `markers` are the positions of the [MASK] tokens that open options.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from worker.config import QTYPES
+from worker.contract import LIMITS, RequestError
+from worker.tokenizer import Tokenizer
+
+OPTION_MAX_TOKENS = 48  # an option's text is cut to this many tokens (its marker not counted)
+OPTION_MIN_BUDGET = 16  # below this much head room, options are cut to an equal share each
+HEAD_MIN_TOKENS = 8  # the instructions always keep at least this many tokens
+DEFAULT_NOUL_LABELS = {"false": "false", "true": "true"}
+DEFAULT_NOUL_TEXT = {"false": "no, the statement does not hold", "true": "yes, the statement holds"}
+
+
+@dataclass(frozen=True)
+class Question:
+    """A validated question in the form rows are built from."""
+
+    qid: str
+    qtype: str
+    instructions: str
+    criteria: dict | list | None  # choice: dict label -> description; score: list; noul: dict or None
+    labels: tuple[str, str]  # noul: (false label, true label)
+
+    @property
+    def options(self) -> list[str]:
+        """Option texts in label order; a noul's order is always (false, true)."""
+        if self.qtype == "choice":
+            return [k if v is None or v == "" else f"{k}: {render_criterion(v)}" for k, v in self.criteria.items()]
+        if self.qtype == "score":
+            return [f"level {i}: {render_criterion(c)}" for i, c in enumerate(self.criteria)]
+        crit = self.criteria or {}
+        texts = []
+        for key, label in zip(("false", "true"), self.labels, strict=True):
+            value = crit.get(key)
+            text = render_criterion(value) if value not in (None, "") else DEFAULT_NOUL_TEXT[key]
+            texts.append(f"{label}: {text}")
+        return texts
+
+
+@dataclass(frozen=True)
+class Row:
+    """One question's token sequence and where its options' markers are."""
+
+    ids: list[int]
+    markers: list[int]
+    qtype: int
+
+
+def render_criterion(value: object) -> str:
+    """A criterion as text: strings as they are, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+def serialize_state(state: object) -> str:
+    return state if isinstance(state, str) else json.dumps(state, ensure_ascii=False)
+
+
+def parse_payload(payload: object, model_name: str) -> tuple[object, dict]:
+    """The state and the questions dict of a /v1/systemone body, or RequestError naming the field."""
+    if not isinstance(payload, dict):
+        raise RequestError("the request must be a JSON object with 'state' and 'questions'")
+    model = payload.get("model", model_name)
+    if model != model_name:
+        raise RequestError(f"unknown model {model!r}; this service answers {model_name!r}", field="model")
+    if "state" not in payload:
+        raise RequestError("'state' is required: a text, a JSON value or a list of conversation turns",
+                           field="state")
+    questions = payload.get("questions")
+    if not isinstance(questions, dict):
+        raise RequestError("'questions' must be an object mapping question ids to questions", field="questions")
+    if len(questions) > LIMITS["max_questions"]:
+        raise RequestError(f"{len(questions)} questions; at most {LIMITS['max_questions']} per request",
+                           field="questions")
+    return payload["state"], questions
+
+
+def parse_questions(questions: dict) -> list[Question]:
+    """Validate every question (in order) and count markers against the limit."""
+    parsed = [parse_question(str(qid), qdef) for qid, qdef in questions.items()]
+    n_markers = sum(len(q.options) for q in parsed)
+    if n_markers > LIMITS["max_markers"]:
+        raise RequestError(f"{n_markers} options in all; at most {LIMITS['max_markers']} per request",
+                           field="questions")
+    return parsed
+
+
+def parse_question(qid: str, qdef: object) -> Question:
+    field = f"questions.{qid}"
+    if not isinstance(qdef, dict):
+        raise RequestError(f"question {qid!r} must be an object, not {type(qdef).__name__}", field=field)
+    qtype = qdef.get("type")
+    if not isinstance(qtype, str) or qtype not in QTYPES:
+        raise RequestError(f"question {qid!r} has type {qtype!r}; use one of {sorted(QTYPES)}", field=field + ".type")
+    if "instructions" not in qdef:
+        raise RequestError(f"question {qid!r} has no 'instructions'", field=field + ".instructions")
+    instructions = qdef["instructions"]
+    if not isinstance(instructions, str):
+        instructions = json.dumps(instructions, ensure_ascii=False)
+    criteria = _parse_criteria(qid, qtype, qdef.get("criteria"), field + ".criteria")
+    if "labels" in qdef and qtype != "noul":
+        raise RequestError(f"question {qid!r}: 'labels' applies to noul questions only", field=field + ".labels")
+    labels = _parse_labels(qid, qdef.get("labels"), field + ".labels")
+    return Question(qid, qtype, instructions, criteria, labels)
+
+
+def _parse_criteria(qid: str, qtype: str, crit: object, field: str) -> dict | list | None:
+    if qtype == "choice":
+        if isinstance(crit, list):
+            if not all(isinstance(c, str) for c in crit):
+                raise RequestError(f"choice question {qid!r}: a criteria list holds label strings only", field=field)
+            crit = dict.fromkeys(crit)
+        if not isinstance(crit, dict):
+            raise RequestError(f"choice question {qid!r} takes 'criteria' as an object of label -> description "
+                               "or a list of labels", field=field)
+        if not crit:
+            raise RequestError(f"choice question {qid!r} needs at least one option", field=field)
+        return crit
+    if qtype == "score":
+        if not isinstance(crit, list):
+            raise RequestError(f"score question {qid!r} takes 'criteria' as a list of levels, level 0 first",
+                               field=field)
+        if not crit:
+            raise RequestError(f"score question {qid!r} needs at least one level", field=field)
+        return crit
+    if crit is None:
+        return None
+    if not isinstance(crit, dict):
+        raise RequestError(f"noul question {qid!r} takes 'criteria' as an object keyed 'true'/'false', or none",
+                           field=field)
+    normalized = {str(k).lower(): v for k, v in crit.items()}
+    if not set(normalized) <= {"true", "false"}:
+        raise RequestError(f"noul question {qid!r}: 'criteria' may only have the keys 'true' and 'false', "
+                           f"not {sorted(set(normalized) - {'true', 'false'})}; use 'labels' to rename the answers",
+                           field=field)
+    return normalized
+
+
+def _parse_labels(qid: str, labels: object, field: str) -> tuple[str, str]:
+    if labels is None:
+        labels = DEFAULT_NOUL_LABELS
+    problem = f"noul question {qid!r}: 'labels' must map exactly 'false' and 'true' to two different non-empty texts"
+    if not isinstance(labels, dict) or set(labels) != {"false", "true"}:
+        raise RequestError(problem, field=field)
+    false_label, true_label = labels["false"], labels["true"]
+    if not isinstance(false_label, str) or not isinstance(true_label, str):
+        raise RequestError(problem, field=field)
+    false_label, true_label = false_label.strip(), true_label.strip()
+    if not false_label or not true_label or false_label == true_label:
+        raise RequestError(problem, field=field)
+    return false_label, true_label
+
+
+def build_row(tok: Tokenizer, question: Question, state_ids: list[int], *, truncate_left: bool,
+              max_len: int, head_max_len: int) -> Row:
+    """One question's row; RequestError when its options do not all fit before `max_len`."""
+    head_ids = tok.encode(f"{question.qtype} question: {tok.scrub(question.instructions)}")
+    option_ids = [[tok.mask_id] + tok.encode(" " + tok.scrub(text))[:OPTION_MAX_TOKENS] for text in question.options]
+    option_budget = head_max_len - sum(len(o) for o in option_ids)
+    if option_budget < OPTION_MIN_BUDGET:
+        share = max(4, (head_max_len - OPTION_MIN_BUDGET) // max(1, len(option_ids)))
+        option_ids = [o[:share] for o in option_ids]
+        option_budget = head_max_len - sum(len(o) for o in option_ids)
+    ids = [tok.cls_id] + head_ids[: max(HEAD_MIN_TOKENS, option_budget)] + [tok.sep_id]
+    markers = []
+    for option in option_ids:
+        markers.append(len(ids))
+        ids.extend(option)
+    ids.append(tok.sep_id)
+    room = max(0, max_len - len(ids) - 1)
+    state_part = state_ids[max(0, len(state_ids) - room):] if truncate_left else state_ids[:room]
+    ids = (ids + state_part + [tok.sep_id])[:max_len]
+    markers = [m for m in markers if m < max_len]
+    if len(markers) != len(option_ids):
+        raise RequestError(f"question {question.qid!r}: its {len(option_ids)} options do not fit in the "
+                           f"{head_max_len}-token head budget", field=f"questions.{question.qid}.criteria")
+    return Row(ids, markers, QTYPES[question.qtype])
+
+
+def encode_state(tok: Tokenizer, state: object) -> tuple[list[int], bool]:
+    """The state's token ids (computed once per request) and whether to cut it from the left.
+
+    A conversation (a list of turns) is cut from the left, so the newest turns survive.
+    """
+    return tok.encode(tok.scrub(serialize_state(state))), isinstance(state, list)
