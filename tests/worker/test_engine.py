@@ -1,0 +1,134 @@
+import numpy as np
+import pytest
+
+from worker.contract import ExecutorError, RequestError
+from worker.engine import MAX_BATCH_ROWS, Engine
+
+NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
+CHOICE = {"type": "choice", "instructions": "Which topic?", "criteria": ["billing", "shipping", "login", "other"]}
+
+
+def payload(state="Please refund the duplicate charge.", **questions):
+    return {"model": "english", "state": state, "questions": questions or {"q": NOUL}}
+
+
+def numbers(tree):
+    """Every number in a response, in order, with the rest of its structure."""
+    if isinstance(tree, dict):
+        return [x for k in tree for x in numbers(tree[k])]
+    return [tree] if isinstance(tree, float) else []
+
+
+def test_answers_keep_question_order(engine):
+    response = engine.decide(payload(b=NOUL, a=CHOICE, **{"10": NOUL, "2": CHOICE}))
+    assert list(response["answers"]) == ["b", "a", "10", "2"]
+
+
+def test_usage_counts_every_row_token(engine):
+    one = engine.decide(payload(q=NOUL))["usage"]
+    two = engine.decide(payload(q=NOUL, r=NOUL))["usage"]
+    assert one["output_tokens"] == two["output_tokens"] == 0
+    assert two["input_tokens"] == 2 * one["input_tokens"] > 0
+
+
+def test_rows_are_cut_to_max_len(engine):
+    prepared = engine.prepare(payload(state="word " * 5000, q=NOUL))
+    assert len(prepared.rows[0].ids) == engine.config.max_len
+
+
+def test_state_is_tokenized_once_per_request(engine, monkeypatch):
+    calls = []
+    encode = engine.tokenizer.encode
+
+    def counting(text):
+        calls.append(text)
+        return encode(text)
+
+    monkeypatch.setattr(engine.tokenizer, "encode", counting)
+    engine.prepare(payload(state="unique state text", q=NOUL, r=NOUL, s=CHOICE))
+    assert sum("unique state text" in text for text in calls) == 1
+
+
+@pytest.mark.parametrize(("bad", "field"), [
+    ([], None),
+    ({"model": "french", "state": "x", "questions": {}}, "model"),
+    ({"state": "x"}, "questions"),
+    ({"questions": {}}, "state"),
+    ({"state": "x", "questions": {f"q{i}": NOUL for i in range(17)}}, "questions"),
+    ({"state": "x", "questions": {"q": {"type": "choice", "instructions": "i", "criteria": [1, 2]}}},
+     "questions.q.criteria"),
+])
+def test_invalid_requests_name_the_field(engine, bad, field):
+    with pytest.raises(RequestError) as e:
+        engine.decide(bad)
+    assert e.value.kind == "validation" and e.value.field == field
+    assert e.value.to_dict()["status"] == 422
+
+
+def test_options_that_overflow_the_head_budget_are_rejected(engine):
+    many = {"type": "choice", "instructions": "pick", "criteria": [f"option number {i}" for i in range(130)]}
+    with pytest.raises(RequestError, match="do not fit") as e:
+        engine.decide(payload(q=many))
+    assert e.value.field == "questions.q.criteria"
+
+
+def test_more_than_2048_markers_are_rejected_before_any_tokenizing(engine, monkeypatch):
+    monkeypatch.setattr(engine.tokenizer, "encode", lambda text: pytest.fail("tokenized a rejected request"))
+    wide = {"type": "choice", "instructions": "pick", "criteria": [f"o{i}" for i in range(129)]}
+    with pytest.raises(RequestError, match="2064 options"):
+        engine.decide(payload(**{f"q{i}": wide for i in range(16)}))
+
+
+def test_decide_many_keeps_order_places_errors_and_matches_decide(engine):
+    payloads = [payload(state=f"state {i} " * (1 + 7 * i), q=NOUL, c=CHOICE) for i in range(11)]
+    payloads[4] = {"state": "x", "questions": {"q": {"type": "nope"}}}
+    results = engine.decide_many(payloads)
+    assert len(results) == len(payloads)
+    assert results[4]["status"] == 422 and results[4]["field"] == "questions.q.type"
+    for i, (p, result) in enumerate(zip(payloads, results, strict=True)):
+        if i == 4:
+            continue
+        alone = engine.decide(p)
+        # padding to another batch's longest row may move the last bits of a float: numbers agree to
+        # the rounding step, everything else exactly
+        assert result["usage"] == alone["usage"]
+        assert result["answers"].keys() == alone["answers"].keys()
+        np.testing.assert_allclose(numbers(result), numbers(alone), atol=2e-4)
+
+
+def test_decide_many_packs_rows_into_few_forward_passes(engine, monkeypatch):
+    passes = []
+    forward = engine.executor.forward
+
+    def counting(batch):
+        passes.append(batch.n_rows)
+        return forward(batch)
+
+    monkeypatch.setattr(engine.executor, "forward", counting)
+    engine.decide_many([payload(q=NOUL, r=NOUL, s=NOUL) for _ in range(10)])
+    assert passes == [15, 15]
+    assert max(passes) <= MAX_BATCH_ROWS
+
+
+def test_an_executor_failure_is_an_executor_error(engine, monkeypatch):
+    def broken(batch):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(engine.executor, "forward", broken)
+    with pytest.raises(ExecutorError, match="illegal memory access"):
+        engine.decide(payload())
+
+
+def test_second_config_answers(tiny_alt_checkpoint):
+    response = Engine(tiny_alt_checkpoint).decide(payload(state="long " * 300, q=NOUL, c=CHOICE))
+    assert set(response["answers"]) == {"q", "c"}
+
+
+def test_unknown_executor_is_refused_at_startup(tiny_checkpoint):
+    with pytest.raises(ValueError, match="unknown executor 'tpu'; available: reference"):
+        Engine(tiny_checkpoint, executor="tpu")
+
+
+def test_missing_artifacts_are_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="model.safetensors"):
+        Engine(tmp_path)
