@@ -64,3 +64,71 @@ def error_envelope(kind: str, detail: str, *, field: str | None = None) -> dict:
     if field is not None:
         envelope["field"] = field
     return envelope
+
+
+# --- What the API and the workers share through Redis: queue and key names, Celery settings. ---
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_RESULT_TTL_S = 86400  # how long job and batch results stay fetchable
+# An unacknowledged task returns to its queue after this long; it must exceed the longest batch.
+DEFAULT_VISIBILITY_TIMEOUT_S = 6 * 3600
+WORKERS_KEY = "laya:workers"  # set of every worker key ever announced; expired ones are pruned by readers
+# Upper bounds (seconds) of the executor-time histogram the workers keep in Redis for /metrics.
+EXECUTOR_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def queue_name(model: str) -> str:
+    """The Celery queue of one model: every worker serving `model` consumes it."""
+    return f"laya.{model}"
+
+
+def worker_key(model: str, node: str) -> str:
+    """A worker's heartbeat: JSON {"state": "ready"|"failed", ...}, expiring unless refreshed."""
+    return f"laya:worker:{model}:{node}"
+
+
+def job_key(job_id: str) -> str:
+    """A submitted job or batch: JSON {"kind": "job"|"batch", "model", "total"?}; its existence means 'known id'."""
+    return f"laya:job:{job_id}"
+
+
+def batch_results_key(batch_id: str) -> str:
+    """A batch's results as a Redis list, one JSON document per state, appended in input order."""
+    return f"laya:batch:{batch_id}:results"
+
+
+def executor_metrics_key(model: str) -> str:
+    """Hash of executor-time histogram counters: "le:<bound>" per bucket, "count", "sum"."""
+    return f"laya:metrics:executor:{model}"
+
+
+def celery_config(redis_url: str, *, result_ttl_s: int = DEFAULT_RESULT_TTL_S,
+                  visibility_timeout_s: int = DEFAULT_VISIBILITY_TIMEOUT_S) -> dict:
+    """Celery settings both sides use: Redis broker and results, JSON only, one unacked task per worker."""
+    import ssl
+
+    config = {
+        "broker_url": redis_url,
+        "result_backend": redis_url,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "result_expires": result_ttl_s,
+        "result_extended": False,
+        "task_ignore_result": True,
+        "task_track_started": True,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "worker_concurrency": 1,
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": {"visibility_timeout": visibility_timeout_s, "socket_connect_timeout": 5},
+        "redis_socket_connect_timeout": 5,
+        "worker_hijack_root_logger": False,
+    }
+    if redis_url.startswith("rediss://") and "ssl_cert_reqs" not in redis_url:
+        # Celery refuses a TLS URL without an explicit certificate policy; verify certificates by default.
+        config["broker_use_ssl"] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+        config["redis_backend_use_ssl"] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+    return config

@@ -1,0 +1,71 @@
+"""`laya-worker`: the Celery worker that owns one executor (one GPU) and serves one model's queue.
+
+It runs Celery's prefork pool with one child process: the child loads the checkpoint and answers a
+real warmup request before it takes a task, then announces readiness in Redis (what /health reads).
+Tasks are acknowledged after they finish (acks_late), one at a time (prefetch 1), and requeued if the
+child dies mid-task (reject_on_worker_lost). An executor failure stops the worker with status 1.
+`celery -A worker.celery_app worker` works too; this command adds the checks and the fixed pool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from celery import Celery
+from celery.signals import worker_process_init, worker_process_shutdown
+
+from worker import contract, lifecycle
+from worker.settings import WorkerSettings, env_help
+
+
+def make_celery(settings: WorkerSettings) -> Celery:
+    app = Celery("laya-worker")
+    app.conf.update(
+        contract.celery_config(settings.redis_url, result_ttl_s=settings.result_ttl_s,
+                               visibility_timeout_s=settings.visibility_timeout_s),
+        task_default_queue=settings.queue,
+        worker_proc_alive_timeout=settings.startup_timeout_s,  # the child reports up only once warm
+        include=["worker.tasks"],
+    )
+    return app
+
+
+settings = WorkerSettings.from_env()
+celery = make_celery(settings)
+
+
+@worker_process_init.connect
+def _start_engine(**_: object) -> None:
+    lifecycle.start(settings)
+
+
+@worker_process_shutdown.connect
+def _stop_engine(**_: object) -> None:
+    lifecycle.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="laya-worker", description=__doc__, epilog=env_help(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--loglevel", default="info", help="Celery log level (default: info)")
+    args = p.parse_args(argv)
+    try:
+        settings.check_files()
+    except FileNotFoundError as e:
+        print(f"laya-worker: {e}", file=sys.stderr)
+        return 2
+    try:
+        celery.worker_main(["worker", "--pool", "prefork", "--concurrency", "1", "--queues", settings.queue,
+                            "--hostname", f"{settings.model}.{os.getpid()}@%h", "--loglevel", args.loglevel,
+                            "--without-gossip", "--without-mingle"])
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    else:
+        code = 0
+    return 1 if lifecycle.FAILED.value else code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
