@@ -1,0 +1,45 @@
+"""The Flask API: `create_app()` builds it from DEFAULTS, LAYA_* environment variables and a test mapping.
+
+It validates requests and hands them to the workers through Celery and Redis; it never imports torch
+nor anything from `worker/` but `worker.contract`.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from flask import Flask
+
+from worker import contract
+
+
+def create_app(test_config: dict | None = None) -> Flask:
+    from app import auth, config, dispatch, errors, metrics
+    from app.batches import bp as batches_bp
+    from app.health import bp as health_bp
+    from app.jobs import bp as jobs_bp
+    from app.openapi import bp as openapi_bp
+    from app.systemone import bp as systemone_bp
+
+    app = Flask(__name__)
+    app.config.from_mapping(config.DEFAULTS)
+    app.config.from_mapping(config.from_env())
+    if test_config is not None:
+        app.config.from_mapping(test_config)
+    app.json.sort_keys = False  # answers keep the order of the questions
+    app.json.ensure_ascii = False
+
+    errors.init_app(app)
+    dispatch.init_app(app, celery_init_app(app))
+    metrics.init_app(app, app.extensions["laya"])  # its clock starts before auth, so 401s are timed too
+    auth.init_app(app)
+    for bp in (systemone_bp, jobs_bp, batches_bp, health_bp, openapi_bp):
+        app.register_blueprint(bp)
+    return app
+
+
+def celery_init_app(app: Flask) -> Celery:
+    """A Celery client (it only sends tasks and reads results) configured like the workers."""
+    celery = Celery(app.name)
+    celery.conf.update(contract.celery_config(app.config["REDIS_URL"], result_ttl_s=app.config["RESULT_TTL_S"]))
+    app.extensions["celery"] = celery
+    return celery

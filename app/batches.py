@@ -1,0 +1,32 @@
+"""Batch scoring: POST /v1/batches (shared questions over many states, or JSON lines) -> 202; GET pages results."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, jsonify, request
+
+from app.dispatch import dispatcher
+from app.errors import ApiError
+from app.payloads import batch_request
+from app.schemas import PageSchema
+
+bp = Blueprint("batches", __name__, url_prefix="/v1/batches")
+
+
+@bp.post("")
+def submit():
+    batch, model, total = batch_request()
+    d = dispatcher()
+    d.require_ready(model)
+    batch_id = d.submit_batch(batch, model=model, total=total)
+    return jsonify({"id": batch_id, "status": "queued"}), 202, {"Location": f"/v1/batches/{batch_id}"}
+
+
+@bp.get("/<batch_id>")
+def fetch(batch_id: str):
+    """Progress and one page of results (?offset=&limit=, at most BATCH_PAGE_SIZE). :raise 404: unknown id."""
+    page = PageSchema().load(request.args)
+    page_size = current_app.config["BATCH_PAGE_SIZE"]
+    limit = page.get("limit", page_size)
+    if limit > page_size:
+        raise ApiError("validation", f"limit {limit}; at most {page_size} results per page", field="limit")
+    return jsonify(dispatcher().batch(batch_id, offset=page["offset"], limit=limit))

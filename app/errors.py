@@ -1,0 +1,91 @@
+"""Every error the API answers: one exception, one body shape, one table of status codes.
+
+Views raise ApiError(kind, detail, ...); the handlers registered here turn everything else (marshmallow,
+Werkzeug, Redis, unexpected exceptions) into one too. A body is always JSON
+{"status", "error", "detail", "field"?, "id"?} and never carries a stack trace or a path.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, jsonify
+from marshmallow import ValidationError
+from werkzeug.exceptions import HTTPException
+
+from worker import contract
+
+log = logging.getLogger("laya.api")
+
+# The contract's table plus two kinds that only HTTP has (they never cross Redis).
+ERROR_STATUS = {**contract.ERROR_STATUS, "method_not_allowed": 405, "internal": 500}
+_KIND_BY_STATUS = {status: kind for kind, status in reversed(ERROR_STATUS.items())}
+
+
+class ApiError(Exception):
+    def __init__(self, error: str, detail: str, **extra: object) -> None:
+        if error not in ERROR_STATUS:
+            raise ValueError(f"unknown error kind {error!r}")
+        super().__init__(detail)
+        self.error, self.detail = error, detail
+        self.extra = {k: v for k, v in extra.items() if v is not None}  # field, id, workers
+
+    @property
+    def status(self) -> int:
+        return ERROR_STATUS[self.error]
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "error": self.error, "detail": self.detail, **self.extra}
+
+
+def from_envelope(envelope: dict, **extra: object) -> ApiError:
+    """The ApiError for a worker's error envelope ({"ok": false, "error", "detail", "field"?})."""
+    return ApiError(envelope["error"], envelope["detail"], field=envelope.get("field"), **extra)
+
+
+def first_error(messages: object, path: tuple[str, ...] = ()) -> tuple[str, str]:
+    """(dotted field, message) of the first error in marshmallow's nested messages."""
+    if isinstance(messages, dict):
+        key, value = next(iter(messages.items()))
+        step = () if key in ("value", "_schema") else (str(key),)  # Dict values nest under "value"
+        return first_error(value, path + step)
+    if isinstance(messages, list) and messages:
+        return first_error(messages[0], path)
+    return ".".join(path), str(messages)
+
+
+def init_app(app: Flask) -> None:
+    @app.errorhandler(ApiError)
+    def _api_error(e: ApiError):
+        headers = {"WWW-Authenticate": "Bearer"} if e.error == "unauthorized" else {}
+        return jsonify(e.to_dict()), e.status, headers
+
+    @app.errorhandler(ValidationError)
+    def _validation(e: ValidationError):
+        field, message = first_error(e.messages)
+        return _api_error(ApiError("validation", f"{field}: {message}" if field else message, field=field or None))
+
+    @app.errorhandler(HTTPException)
+    def _http(e: HTTPException):
+        kind = _KIND_BY_STATUS.get(e.code or 500)
+        if kind is None or e.code is None:  # a status the table does not name: report it as it is
+            return jsonify({"status": e.code, "error": "http_error", "detail": e.description}), e.code
+        return _api_error(ApiError(kind, e.description or kind))
+
+    @app.errorhandler(Exception)
+    def _unexpected(e: Exception):
+        unavailable = _unavailable_error(e)
+        if unavailable is not None:
+            return _api_error(unavailable)
+        log.exception("laya api: unhandled error")
+        return _api_error(ApiError("internal", f"internal error ({type(e).__name__})"))
+
+
+def _unavailable_error(e: Exception) -> ApiError | None:
+    """503 for a broker or Redis that cannot be reached, whichever client raised it."""
+    from kombu.exceptions import OperationalError
+    from redis.exceptions import ConnectionError, TimeoutError
+
+    if isinstance(e, ConnectionError | TimeoutError | OperationalError):
+        return ApiError("unavailable", f"the broker cannot be reached ({type(e).__name__})")
+    return None

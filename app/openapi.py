@@ -1,0 +1,122 @@
+"""GET /openapi.json: the OpenAPI 3.1 document, generated from the marshmallow schemas and the error table."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, jsonify
+from marshmallow import Schema, fields, missing, validate
+
+from app import schemas
+from app.errors import ERROR_STATUS
+
+bp = Blueprint("openapi", __name__)
+
+COMPONENTS = (schemas.QuestionSchema, schemas.RequestSchema, schemas.BatchSchema, schemas.ResponseSchema,
+              schemas.ErrorSchema, schemas.SubmittedSchema, schemas.JobSchema, schemas.BatchStatusSchema,
+              schemas.HealthSchema, schemas.UsageSchema)
+_TYPES = {fields.String: "string", fields.Integer: "integer", fields.Float: "number", fields.Boolean: "boolean",
+          fields.Dict: "object", fields.List: "array"}
+
+
+def field_schema(field: fields.Field) -> dict:
+    """JSON Schema of one marshmallow field."""
+    if isinstance(field, fields.Nested):
+        nested = field.nested if isinstance(field.nested, type) else type(field.nested)
+        out: dict = {"$ref": f"#/components/schemas/{_name(nested)}"}
+    else:
+        out = {"type": t} if (t := _TYPES.get(type(field))) else {}
+        if isinstance(field, fields.List):
+            out["items"] = field_schema(field.inner)
+        if isinstance(field, fields.Dict) and field.value_field is not None:
+            out["additionalProperties"] = field_schema(field.value_field)
+    for v in field.validators:
+        if isinstance(v, validate.OneOf):
+            out["enum"] = list(v.choices)
+        elif isinstance(v, validate.Length):
+            prefix = "Items" if isinstance(field, fields.List) else "Properties"
+            if v.min is not None:
+                out[f"min{prefix}"] = v.min
+            if v.max is not None:
+                out[f"max{prefix}"] = v.max
+        elif isinstance(v, validate.Range) and v.min is not None:
+            out["minimum"] = v.min
+    if field.load_default is not missing and not callable(field.load_default):
+        out["default"] = field.load_default
+    if "description" in field.metadata:
+        out["description"] = field.metadata["description"]
+    return out
+
+
+def schema_component(schema: type[Schema]) -> dict:
+    declared = schema._declared_fields
+    out = {"type": "object", "properties": {name: field_schema(f) for name, f in declared.items()}}
+    required = [name for name, f in declared.items() if f.required]
+    if required:
+        out["required"] = required
+    if schema.__doc__:
+        out["description"] = " ".join(schema.__doc__.split())
+    return out
+
+
+def document(limits: dict) -> dict:
+    ref = "#/components/schemas/{}".format
+
+    def body(name: str) -> dict:
+        return {"required": True, "content": {"application/json": {"schema": {"$ref": ref(name)}}}}
+
+    def answer(name: str, description: str) -> dict:
+        return {"description": description, "content": {"application/json": {"schema": {"$ref": ref(name)}}}}
+
+    def errors(*statuses: int) -> dict:
+        kinds = {s: k for k, s in ERROR_STATUS.items()}
+        return {str(s): answer("Error", kinds[s]) for s in statuses}
+
+    submit_errors = errors(400, 401, 413, 415, 422, 500, 503)
+    id_param = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    page_params = [{"name": n, "in": "query", "schema": {"type": "integer", "minimum": m}}
+                   for n, m in (("offset", 0), ("limit", 1))]
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Laya decision service", "version": "1",
+                 "description": f"Laya typed decisions over the Jev /v1/systemone protocol. Limits: {limits}."},
+        "components": {
+            "schemas": {_name(s): schema_component(s) for s in COMPONENTS},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/v1/systemone": {"post": {"summary": "Answer one request, waiting for it",
+                                       "requestBody": body("Request"),
+                                       "responses": {"200": answer("Response", "the answers, in question order"),
+                                                     **submit_errors, **errors(504)}}},
+            "/v1/jobs": {"post": {"summary": "Submit one request; poll its Location",
+                                  "requestBody": body("Request"),
+                                  "responses": {"202": answer("Submitted", "queued"), **submit_errors}}},
+            "/v1/jobs/{id}": {"get": {"summary": "A job's status, and its result when done", "parameters": id_param,
+                                      "responses": {"200": answer("Job", "status"), **errors(401, 404, 503)}}},
+            "/v1/batches": {"post": {"summary": "Submit many states (or JSON lines of requests) for scoring",
+                                     "requestBody": {"required": True, "content": {
+                                         "application/json": {"schema": {"$ref": ref("Batch")}},
+                                         "application/x-ndjson": {"schema": {
+                                             "type": "string", "description": "one Request per line"}}}},
+                                     "responses": {"202": answer("Submitted", "queued"), **submit_errors}}},
+            "/v1/batches/{id}": {"get": {"summary": "A batch's progress and a page of results, in input order",
+                                         "parameters": id_param + page_params,
+                                         "responses": {"200": answer("BatchStatus", "progress and results"),
+                                                       **errors(401, 404, 422, 503)}}},
+            "/health": {"get": {"summary": "200 while a warm worker is ready", "security": [],
+                                "responses": {"200": answer("Health", "ready"), **errors(503)}}},
+            "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text"}}}},
+        },
+    }
+
+
+def _name(schema: type[Schema]) -> str:
+    return schema.__name__.removesuffix("Schema")
+
+
+@bp.get("/openapi.json")
+def openapi():
+    from worker import contract
+
+    return jsonify(document({**contract.LIMITS, "max_body_bytes": current_app.config["MAX_BODY_BYTES"],
+                             "max_batch_states": current_app.config["MAX_BATCH_STATES"]}))

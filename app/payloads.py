@@ -1,0 +1,104 @@
+"""Reading request bodies: content type (415), a size cap counted while streaming (413), JSON (400), shape (422)."""
+
+from __future__ import annotations
+
+import json
+
+from flask import current_app, request
+from marshmallow import ValidationError
+
+from app.errors import ApiError, first_error
+from app.schemas import BatchSchema, RequestSchema
+
+JSON_TYPE = "application/json"
+JSON_LINES_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines")
+CHUNK_BYTES = 64 * 1024
+
+
+def read_body(limit: int) -> bytes:
+    """The raw body, refused once more than `limit` bytes have arrived, whatever Content-Length claimed.
+
+    :raise 413: the body (or its declared length) is over `limit`.
+    """
+    if request.content_length is not None and request.content_length > limit:
+        raise _too_large(limit)
+    chunks, size = [], 0
+    while chunk := request.stream.read(CHUNK_BYTES):
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def require_content_type(*allowed: str) -> str:
+    """:raise 415: the body is not one of `allowed` media types."""
+    if request.mimetype not in allowed:
+        raise ApiError("unsupported_media_type",
+                       f"Content-Type {request.mimetype or '(none)'!r}; use {' or '.join(allowed)}")
+    return request.mimetype
+
+
+def parse_json(body: bytes, where: str = "body") -> object:
+    """:raise 400: not JSON."""
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ApiError("bad_request", f"{where} is not valid JSON: {e}") from None
+
+
+def request_payload() -> dict:
+    """The validated /v1/systemone body (also POST /v1/jobs)."""
+    require_content_type(JSON_TYPE)
+    payload = RequestSchema().load(parse_json(read_body(current_app.config["MAX_BODY_BYTES"])))
+    check_model(payload["model"])
+    return payload
+
+
+def batch_request() -> tuple[dict, str, int]:
+    """(task argument, model, number of states) of a POST /v1/batches body: JSON or JSON lines."""
+    kind = require_content_type(JSON_TYPE, *JSON_LINES_TYPES)
+    body = read_body(current_app.config["MAX_BATCH_BYTES"])
+    max_states = current_app.config["MAX_BATCH_STATES"]
+    if kind == JSON_TYPE:
+        batch = BatchSchema(max_states=max_states).load(parse_json(body))
+        check_model(batch["model"])
+        return batch, batch["model"], len(batch["states"])
+    requests = _json_lines(body, max_states)
+    model = requests[0]["model"]
+    for number, payload in enumerate(requests, start=1):
+        if payload["model"] != model:
+            raise ApiError("validation", f"line {number}: model {payload['model']!r}; a batch serves one model "
+                           f"(line 1 names {model!r})", field=f"lines.{number}.model")
+    check_model(model)
+    return {"requests": requests}, model, len(requests)
+
+
+def _json_lines(body: bytes, max_states: int) -> list[dict]:
+    """Each non-empty line validated as a /v1/systemone body; errors name the line (counting from 1)."""
+    lines = [(number, line) for number, line in enumerate(body.splitlines(), start=1) if line.strip()]
+    if not lines:
+        raise ApiError("validation", "no requests: send one JSON request per line", field="lines")
+    if len(lines) > max_states:
+        raise ApiError("validation", f"{len(lines)} lines; at most {max_states} per batch", field="lines")
+    schema, requests = RequestSchema(), []
+    for number, line in lines:
+        try:
+            requests.append(schema.load(parse_json(line, where=f"line {number}")))
+        except ValidationError as e:
+            field, message = first_error(e.messages)
+            raise ApiError("validation", f"line {number}: {field}: {message}",
+                           field=f"lines.{number}" + (f".{field}" if field else "")) from None
+    return requests
+
+
+def check_model(model: str) -> None:
+    """:raise 422: the API does not serve `model`."""
+    models = [m.strip() for m in current_app.config["MODELS"].split(",") if m.strip()]
+    if model not in models:
+        raise ApiError("validation", f"unknown model {model!r}; this service answers {', '.join(models)}",
+                       field="model")
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError("payload_too_large", f"body over {limit} bytes")

@@ -1,0 +1,39 @@
+"""POST /v1/systemone: enqueue one request and block for its answer (504 with the job id past the timeout)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from flask import Blueprint, Response, current_app, g
+
+from app.dispatch import dispatcher
+from app.errors import from_envelope
+from app.payloads import request_payload
+
+bp = Blueprint("systemone", __name__, url_prefix="/v1")
+
+
+@bp.post("/systemone")
+def systemone() -> Response:
+    payload = request_payload()
+    d = dispatcher()
+    d.require_ready(payload["model"])
+    submitted_at = time.time()
+    job_id = d.submit(payload, record=False)
+    envelope = d.wait(job_id, payload["model"], current_app.config["SYNC_TIMEOUT_S"])
+    if not envelope.get("ok"):
+        raise from_envelope(envelope)
+    # serialized as laya-run prints it, so HTTP and CLI answers compare byte for byte
+    response = Response(json.dumps(envelope["response"], ensure_ascii=False), mimetype="application/json")
+    response.headers.update(timing_headers(envelope.get("timings", {}), submitted_at))
+    response.headers["x-job-id"] = job_id
+    return response
+
+
+def timing_headers(timings: dict, submitted_at: float) -> dict[str, str]:
+    """x-queue-time, x-inference-time and x-total-time in ms (TEI's names): worker time vs HTTP time."""
+    queue_ms = max(0.0, (timings.get("started_at", submitted_at) - submitted_at) * 1000)
+    total_ms = (time.perf_counter() - g.started) * 1000
+    return {"x-queue-time": f"{queue_ms:.3f}", "x-inference-time": f"{timings.get('inference_ms', 0.0):.3f}",
+            "x-total-time": f"{total_ms:.3f}"}
