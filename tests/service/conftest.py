@@ -1,0 +1,77 @@
+"""The real service for tests: its own redis-server (password on), laya-worker processes and laya-api (gunicorn).
+
+The main stack (database 0) starts once per session; tests that break a worker or restart an API get
+their own database and processes, so they never disturb the others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from service.helpers import REDIS_PASSWORD, Launcher, Service, free_port, wait_until
+
+_databases = itertools.count(1)  # database 0 is the main stack's
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """redis://:password@127.0.0.1:<port>: a private redis-server, never the system one."""
+    server = shutil.which("redis-server") or "/usr/bin/redis-server"
+    port, data = free_port(), tmp_path_factory.mktemp("redis")
+    popen = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no", "--dir", str(data), "--requirepass", REDIS_PASSWORD],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    base = f"redis://:{REDIS_PASSWORD}@127.0.0.1:{port}"
+    import redis
+
+    def pings():
+        try:
+            return redis.Redis.from_url(base + "/0").ping()
+        except redis.ConnectionError:
+            return False
+
+    wait_until(pings, 10, "redis-server")
+    yield base
+    popen.terminate()
+    popen.wait(10)
+
+
+@pytest.fixture(scope="session")
+def checkpoint(tmp_path_factory) -> Path:
+    from worker.synthesize import synthesize
+
+    return synthesize(tmp_path_factory.mktemp("checkpoint") / "tiny", size="tiny", seed=0)
+
+
+@pytest.fixture(scope="session")
+def launcher(tmp_path_factory, checkpoint):
+    launcher = Launcher(tmp_path_factory.mktemp("logs"), checkpoint)
+    yield launcher
+    launcher.stop_all()
+
+
+@pytest.fixture(scope="session")
+def stack(redis_server, launcher) -> Service:
+    """The main service: one warm worker and one API on database 0."""
+    service = Service(redis_server + "/0")
+    launcher.worker(service)
+    launcher.api(service)
+    service.wait_healthy()
+    return service
+
+
+@pytest.fixture
+def private_db(redis_server):
+    """A Redis database of its own for a test that breaks or restarts things (flushed before use)."""
+    url = f"{redis_server}/{next(_databases)}"
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+

@@ -1,0 +1,41 @@
+"""Many clients at once: every answer is the one a lone client gets, and the worker never runs two at once."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+from service.helpers import API_KEY, CHOICE, NOUL, request_body
+
+CLIENTS, PER_CLIENT = 8, 4
+
+
+def test_concurrent_clients_get_their_own_answers_one_task_at_a_time(stack):
+    payloads = [request_body(f"Client {i}: order {i * 7} is late, refund?", refund=NOUL, topic=CHOICE)
+                for i in range(CLIENTS * PER_CLIENT)]
+    expected = [stack.post("/v1/systemone", json=p).json() for p in payloads]
+
+    def client(k: int) -> list[tuple[int, dict, str]]:
+        with requests.Session() as http:
+            http.headers["Authorization"] = f"Bearer {API_KEY}"
+            out = []
+            for i in range(k, len(payloads), CLIENTS):
+                r = http.post(stack.url("/v1/systemone"), json=payloads[i], timeout=120)
+                assert r.status_code == 200, r.text
+                out.append((i, r.json(), r.headers["x-job-id"]))
+            return out
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        answers = [a for chunk in pool.map(client, range(CLIENTS)) for a in chunk]
+    assert len(answers) == len(payloads)
+    for i, answer, _ in answers:
+        assert answer == expected[i]
+
+    # the worker's own start and finish times, from the result backend: no two tasks overlap
+    redis = stack.redis()
+    spans = sorted((t["started_at"], t["finished_at"]) for t in (
+        json.loads(redis.get(f"celery-task-meta-{job_id}"))["result"]["timings"] for _, _, job_id in answers))
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert start >= end

@@ -1,0 +1,128 @@
+"""Every error status over real HTTP: the JSON body shape, never a stack trace or a path.
+
+500 and 503 after an executor failure are in test_failure.py, 504 in test_jobs.py; here the rest.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from urllib.parse import urlparse
+
+import pytest
+import requests
+
+from app.errors import ERROR_STATUS
+from service.helpers import API_KEY, NOUL, request_body
+
+GOOD = request_body("Please refund the duplicate charge.", refund=NOUL)
+
+
+def assert_error_body(r: requests.Response, status: int, field: str | None = None) -> dict:
+    assert r.status_code == status, r.text
+    assert r.headers["Content-Type"].startswith("application/json")
+    body = r.json()
+    assert body["status"] == status and ERROR_STATUS[body["error"]] == status and body["detail"]
+    assert set(body) <= {"status", "error", "detail", "field", "id", "workers"}
+    assert "Traceback" not in r.text and "/work" not in r.text and ".py" not in r.text
+    if field is not None:
+        assert body["field"] == field
+    return body
+
+
+def test_400_body_is_not_json(stack):
+    r = stack.post("/v1/systemone", data=b'{"state": "x", "questions": ', headers={"Content-Type": "application/json"})
+    assert_error_body(r, 400)
+
+
+def test_401_without_or_with_a_wrong_token(stack):
+    assert_error_body(requests.post(stack.url("/v1/systemone"), json=GOOD, timeout=10), 401)
+    r = requests.post(stack.url("/v1/systemone"), json=GOOD, headers={"Authorization": "Bearer nope"}, timeout=10)
+    assert_error_body(r, 401)
+    assert r.headers["WWW-Authenticate"] == "Bearer"
+    assert_error_body(requests.get(stack.url("/v1/jobs/x"), headers={"Authorization": API_KEY}, timeout=10), 401)
+    # health and the API description stay open for load balancers and clients
+    assert requests.get(stack.url("/health"), timeout=10).status_code == 200
+    assert requests.get(stack.url("/openapi.json"), timeout=10).status_code == 200
+
+
+def test_404_unknown_route_job_and_batch(stack):
+    assert_error_body(stack.get("/v1/nothing-here"), 404)
+    assert_error_body(stack.get("/v1/jobs/00000000-0000-0000-0000-000000000000"), 404)
+    assert_error_body(stack.get("/v1/batches/not-a-batch"), 404)
+
+
+def test_405_is_json_too(stack):
+    r = stack.get("/v1/systemone")
+    assert r.status_code == 405 and r.json()["status"] == 405
+
+
+def test_413_declared_length_over_the_cap(stack):
+    r = stack.post("/v1/systemone", data=b"{" + b" " * (1 << 20) + b"}", headers={"Content-Type": "application/json"})
+    assert_error_body(r, 413)
+
+
+def test_413_counted_while_streaming_without_content_length(stack):
+    """A chunked body carries no Content-Length: the cap is enforced on the bytes as they arrive."""
+    url = urlparse(stack.base_url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    conn.putrequest("POST", "/v1/systemone")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Authorization", f"Bearer {API_KEY}")
+    conn.putheader("Transfer-Encoding", "chunked")
+    conn.endheaders()
+    chunk = b" " * 65536
+    try:
+        for _ in range(20):  # 1.25 MiB against a 1 MiB cap
+            conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        conn.send(b"0\r\n\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server may answer and close before the client has sent everything
+    response = conn.getresponse()
+    assert response.status == 413
+    assert json.loads(response.read())["error"] == "payload_too_large"
+
+
+def test_small_chunked_body_is_accepted(stack):
+    body = json.dumps(GOOD).encode()
+    r = stack.post("/v1/systemone", data=iter([body[:10], body[10:]]), headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_415_content_type_not_json(stack, content_type):
+    headers = {"Content-Type": content_type} if content_type else {}
+    assert_error_body(stack.post("/v1/systemone", data=json.dumps(GOOD), headers=headers), 415)
+    assert_error_body(stack.post("/v1/jobs", data=json.dumps(GOOD), headers=headers), 415)
+
+
+@pytest.mark.parametrize(("payload", "field"), [
+    ({"questions": {"q": NOUL}}, "state"),
+    ({"state": None, "questions": {"q": NOUL}}, "state"),
+    ({"state": 42, "questions": {"q": NOUL}}, "state"),
+    ({"state": "x"}, "questions"),
+    ({"state": "x", "questions": {f"q{i}": NOUL for i in range(17)}}, "questions"),
+    ({"state": "x", "questions": {"q1": {"type": "yesno", "instructions": "?"}}}, "questions.q1.type"),
+    ({"state": "x", "questions": {"q1": {"type": "noul"}}}, "questions.q1.instructions"),
+    ({"model": "klingon", "state": "x", "questions": {"q": NOUL}}, "model"),
+])
+def test_422_names_the_field(stack, payload, field):
+    assert_error_body(stack.post("/v1/systemone", json=payload), 422, field=field)
+
+
+def test_422_more_than_2048_markers(stack):
+    many = {"type": "choice", "instructions": "?", "criteria": [f"o{i}" for i in range(200)]}
+    payload = {"state": "x", "questions": {f"q{i}": many for i in range(11)}}  # 2200 options
+    body = assert_error_body(stack.post("/v1/systemone", json=payload), 422)
+    assert "2048" in body["detail"]
+
+
+def test_bad_input_changes_nothing(stack):
+    """Rejected requests are not enqueued: the queue stays empty and no job record appears."""
+    r = stack.redis()
+    keys_before = set(r.keys("laya:job:*"))
+    for payload in ({"state": 1}, {"state": "x", "questions": {"q": {"type": "bad"}}}):
+        assert stack.post("/v1/jobs", json=payload).status_code == 422
+    assert stack.post("/v1/batches", json={"states": [], "questions": {"q": NOUL}}).status_code == 422
+    assert set(r.keys("laya:job:*")) == keys_before
+    assert r.llen("laya.english") == 0

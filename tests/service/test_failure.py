@@ -1,0 +1,71 @@
+"""A native failure and a crash, each on a service of its own (own Redis database, worker and API)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from service.helpers import NOUL, Service, assert_same_answers, request_body, wait_until
+
+PAYLOAD = request_body("Please refund the duplicate charge.", refund=NOUL)
+
+
+def test_executor_failure_is_500_stops_the_worker_and_health_is_503_until_a_fresh_one_is_warm(private_db, launcher):
+    service = Service(private_db)
+    worker = launcher.worker(service, LAYA_TEST_FAIL_AFTER="0")  # warmup runs; every later forward raises
+    launcher.api(service)
+    service.wait_healthy()
+
+    r = service.post("/v1/systemone", json=PAYLOAD)
+    assert r.status_code == 500, r.text
+    body = r.json()
+    assert body["error"] == "executor_failure" and "Traceback" not in r.text and "/" not in body["detail"]
+    assert wait_until(lambda: worker.popen.poll() is not None, 60, "the failed worker to exit")
+    assert worker.popen.returncode == 1
+
+    health = service.get("/health")
+    assert health.status_code == 503
+    assert health.json()["error"] == "unavailable" and "failed" in health.json()["detail"]
+    assert service.post("/v1/systemone", json=PAYLOAD).status_code == 503
+    assert service.post("/v1/jobs", json=PAYLOAD).status_code == 503
+
+    service.processes.remove(worker)
+    launcher.worker(service)
+    assert service.wait_healthy()["status"] == "ok"
+    assert service.post("/v1/systemone", json=PAYLOAD).status_code == 200
+
+
+def test_health_is_503_while_no_worker_is_warm_and_when_redis_is_gone(private_db, launcher, redis_server):
+    service = Service(private_db)
+    launcher.api(service)
+    r = service.get("/health")
+    assert r.status_code == 503 and "warmup" in r.json()["detail"]
+    unreachable = Service("redis://127.0.0.1:9/0")  # nothing listens on the discard port
+    launcher.api(unreachable)
+    try:
+        for r in (unreachable.get("/health"), unreachable.post("/v1/systemone", json=PAYLOAD)):
+            assert r.status_code == 503 and r.json()["error"] == "unavailable", r.text
+    finally:
+        unreachable.processes[-1].stop()
+
+
+def test_a_crash_mid_batch_loses_nothing(private_db, launcher):
+    """SIGKILL the pool child while it scores a batch: the task is requeued and finished, each state once."""
+    service = Service(private_db)
+    launcher.worker(service, LAYA_BATCH_CHUNK="2")
+    launcher.api(service)
+    ready = service.wait_healthy()
+    child = ready["workers"][0]["pid"]
+    states = [f"state {i} " + "words " * 60 for i in range(40)]
+    batch_id = service.post("/v1/batches", json={"states": states, "questions": {"q": NOUL, "r": NOUL}}).json()["id"]
+    wait_until(lambda: service.get(f"/v1/batches/{batch_id}").json()["done"] >= 2, 60, "the batch to start")
+    os.kill(child, signal.SIGKILL)
+
+    done = wait_until(lambda: (b := service.get(f"/v1/batches/{batch_id}").json())["status"] == "done" and b,
+                      240, "the batch to finish on a fresh pool child")
+    assert done["done"] == done["total"] == len(done["results"]) == len(states)
+    pids = {w["pid"] for w in service.get("/health").json()["workers"]}
+    assert child not in pids
+    for i in (0, 17, 39):  # order kept and no state scored twice into the list
+        alone = service.post("/v1/systemone", json={"state": states[i], "questions": {"q": NOUL, "r": NOUL}})
+        assert_same_answers(done["results"][i], alone.json())

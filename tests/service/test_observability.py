@@ -1,0 +1,38 @@
+"""GET /health, /openapi.json and /metrics on the running service."""
+
+from __future__ import annotations
+
+from service.helpers import NOUL, request_body
+
+
+def test_health_lists_the_warm_worker(stack):
+    body = stack.get("/health").json()
+    assert body["status"] == "ok"
+    (worker,) = [w for w in body["workers"] if w["state"] == "ready"]
+    assert worker["model"] == "english" and worker["executor"] == "reference"
+
+
+def test_openapi_is_generated_from_the_schemas(stack):
+    doc = stack.get("/openapi.json").json()
+    assert doc["openapi"].startswith("3.")
+    assert {"/v1/systemone", "/v1/jobs", "/v1/jobs/{id}", "/v1/batches", "/v1/batches/{id}", "/health",
+            "/metrics"} <= set(doc["paths"])
+    request = doc["components"]["schemas"]["Request"]
+    assert request["required"] == ["state", "questions"]
+    assert request["properties"]["questions"]["maxProperties"] == 16
+    question = doc["components"]["schemas"]["Question"]
+    assert question["properties"]["type"]["enum"] == ["noul", "choice", "score"]
+    assert set(doc["paths"]["/v1/systemone"]["post"]["responses"]) >= {"200", "413", "415", "422", "503", "504"}
+
+
+def test_metrics_count_requests_queue_and_executor_time(stack):
+    stack.post("/v1/systemone", json=request_body("refund?", q=NOUL))
+    stack.post("/v1/systemone", json={"state": 1})
+    text = stack.get("/metrics").text
+    assert 'laya_http_requests_total{method="POST",route="/v1/systemone",status="200"}' in text
+    assert 'laya_http_requests_total{method="POST",route="/v1/systemone",status="422"}' in text
+    assert 'laya_http_request_seconds_bucket{le="0.1",method="POST",route="/v1/systemone"}' in text
+    assert 'laya_queue_depth{model="english"} ' in text
+    assert 'laya_workers_ready{model="english"} 1.0' in text
+    count = [line for line in text.splitlines() if line.startswith('laya_executor_seconds_count{model="english"}')]
+    assert count and float(count[0].split()[-1]) >= 1

@@ -1,0 +1,63 @@
+"""POST /v1/systemone over HTTP, through a real Celery worker: answers, order, parity with laya-run, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from service.helpers import CHOICE, NOUL, SCORE, laya_run, request_body
+
+REQUESTS = [
+    request_body("Please refund the duplicate charge.", refund=NOUL),
+    request_body({"text": "My parcel is late again", "n": 3}, topic=CHOICE, anger=SCORE, refund=NOUL),
+    request_body(["hello", "my card was charged twice", "café Zürich 🙂"], refund=NOUL, topic=CHOICE),
+    request_body("x " * 700, z=SCORE, a=NOUL, m=CHOICE),  # longer than max_len: cut as the reference cuts
+]
+
+
+def ordered(obj: object) -> str:
+    """Canonical text that differs when keys, their order, or any value differ."""
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def test_answers_equal_laya_run(stack, checkpoint):
+    expected = laya_run(checkpoint, REQUESTS)
+    for payload, want in zip(REQUESTS, expected, strict=True):
+        r = stack.post("/v1/systemone", json=payload)
+        assert r.status_code == 200, r.text
+        assert ordered(r.json()) == ordered(want)
+        assert r.text == json.dumps(want, ensure_ascii=False)  # byte for byte, as laya-run prints it
+
+
+def test_answers_keep_question_order(stack):
+    names = ["zeta", "alpha", "mu", "beta", "omega"]
+    payload = {"state": "Where is my order?", "questions": {n: NOUL for n in names}}
+    r = stack.post("/v1/systemone", json=payload)
+    assert r.status_code == 200, r.text
+    assert list(r.json()["answers"]) == names
+    reversed_payload = {"state": "Where is my order?", "questions": {n: NOUL for n in reversed(names)}}
+    assert list(stack.post("/v1/systemone", json=reversed_payload).json()["answers"]) == names[::-1]
+
+
+def test_timing_headers_and_job_id(stack):
+    r = stack.post("/v1/systemone", json=REQUESTS[0])
+    assert r.status_code == 200
+    queue, inference, total = (float(r.headers[h]) for h in ("x-queue-time", "x-inference-time", "x-total-time"))
+    assert 0 < inference < total and queue >= 0
+    assert len(r.headers["x-job-id"]) == 36
+
+
+@pytest.mark.parametrize(("payload", "field"), [
+    (request_body("hi", q={"type": "choice", "instructions": "?", "criteria": []}), "questions"),
+    (request_body("hi", q={"type": "noul", "instructions": "?", "criteria": {"yes": "a"}}), "questions"),
+    (request_body("hi", q={"type": "score", "instructions": "?", "labels": ["a", "b"]}), "questions"),
+])
+def test_reference_rejections_are_422_naming_the_question(stack, checkpoint, payload, field):
+    """Rules only the worker knows come back as the same 422 body laya-run prints."""
+    r = stack.post("/v1/systemone", json=payload)
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["error"] == "validation" and body["status"] == 422
+    assert body["field"].startswith(field) and "q" in body["detail"]
+    assert body == laya_run(checkpoint, [payload])[0]
