@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from celery import Celery
 from flask import Flask
+from flask.json.provider import DefaultJSONProvider
 
 from worker import contract
 
@@ -21,12 +22,11 @@ def create_app(test_config: dict | None = None) -> Flask:
     from app.systemone import bp as systemone_bp
 
     app = Flask(__name__)
+    app.json = WireJSON(app)
     app.config.from_mapping(config.DEFAULTS)
     app.config.from_mapping(config.from_env())
     if test_config is not None:
         app.config.from_mapping(test_config)
-    app.json.sort_keys = False  # answers keep the order of the questions
-    app.json.ensure_ascii = False
 
     errors.init_app(app)
     dispatch.init_app(app, celery_init_app(app))
@@ -35,6 +35,18 @@ def create_app(test_config: dict | None = None) -> Flask:
     for bp in (systemone_bp, jobs_bp, batches_bp, health_bp, openapi_bp):
         app.register_blueprint(bp)
     return app
+
+
+class WireJSON(DefaultJSONProvider):
+    """Every body written as `laya-run` writes a line (json.dumps defaults, non-ASCII kept, keys in order),
+    so an HTTP answer and a CLI answer compare byte for byte, error bodies included."""
+
+    ensure_ascii = False
+    sort_keys = False  # answers keep the order of the questions
+
+    def response(self, *args: object, **kwargs: object):
+        body = self.dumps(self._prepare_response_obj(args, kwargs))
+        return self._app.response_class(body + "\n", mimetype=self.mimetype)
 
 
 def celery_init_app(app: Flask) -> Celery:

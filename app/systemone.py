@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import time
 
-from flask import Blueprint, Response, current_app, g
+from flask import Blueprint, Response, current_app, g, jsonify
 
 from app.dispatch import dispatcher
 from app.errors import from_envelope
@@ -24,8 +23,7 @@ def systemone() -> Response:
     envelope = d.wait(job_id, payload["model"], current_app.config["SYNC_TIMEOUT_S"])
     if not envelope.get("ok"):
         raise from_envelope(envelope)
-    # serialized as laya-run prints it, so HTTP and CLI answers compare byte for byte
-    response = Response(json.dumps(envelope["response"], ensure_ascii=False), mimetype="application/json")
+    response = jsonify(envelope["response"])
     response.headers.update(timing_headers(envelope.get("timings", {}), submitted_at))
     response.headers["x-job-id"] = job_id
     return response

@@ -1,0 +1,298 @@
+"""hypothesis strategies for requests, built from small pieces.
+
+Texts carry "[MASK]" (the reference replaces it with a space everywhere), non-ASCII, arbitrary
+unicode and, now and then, more than 600 words. States are strings, JSON objects, conversation
+lists (truncated from the left) or empty. Questions come per type with every criteria shape the
+reference accepts; `invalid_questions` holds the shapes it rejects.
+"""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import strategies as st
+
+# fmt: off
+WORDS = [
+    "the", "a", "and", "or", "but", "refund", "charge", "order", "account", "customer", "payment", "card", "bank",
+    "invoice", "delivery", "package", "late", "broken", "return", "cancel", "subscription", "plan", "price",
+    "discount", "email", "phone", "password", "login", "error", "crash", "bug", "support", "agent", "ticket",
+    "urgent", "please", "thanks", "sorry", "hello", "yes", "no", "maybe", "never", "today", "week", "contract",
+    "policy", "privacy", "fraud", "transfer", "balance", "question", "answer", "statement", "holds", "true",
+    "false", "level", "score", "choice", "option", "good", "bad", "neutral", "angry", "happy", "wants", "asks",
+    "says", "product", "service", "shipping", "store", "app", "update", "device", "slow",
+]
+# fmt: on
+NON_ASCII = ["café", "naïve", "Zürich", "straße", "日本語", "中文", "привет", "مرحبا", "🙂", "👍", "€", "—", "ｆｕｌｌ"]
+MASK = "[MASK]"
+SPECIAL_TEXTS = [
+    "",
+    " ",
+    MASK,
+    "café 日本語 🙂",
+    f"a {MASK} b",
+    MASK * 3,
+    "  padded  ",
+    "line\nbreak\ttab",
+    "[mask]",
+    "[MASK",
+    "Zürich straße привет مرحبا",
+    "👍👍👍",
+    "\u00a0\u3000",
+    "0",
+    "null",
+    "true",
+    '{"k": 1}',
+]
+
+
+def _words(n: int, seed: int) -> str:
+    rng = random.Random(seed)
+    pool = WORDS * 4 + NON_ASCII + [MASK]
+    return " ".join(rng.choice(pool) for _ in range(n))
+
+
+word = st.sampled_from(WORDS + NON_ASCII + [MASK])
+short_texts = st.lists(word, max_size=10).map(" ".join)
+free_texts = st.text(max_size=24)  # any unicode (no surrogates): control characters, combining marks, ...
+texts = st.one_of(short_texts, st.sampled_from(SPECIAL_TEXTS), free_texts)
+# 49-120 words: an option text past the 48-token cap
+medium_texts = st.builds(_words, st.integers(49, 120), st.integers(0, 2**16))
+# more than 600 words: a state or instructions past every budget
+long_texts = st.builds(_words, st.integers(601, 900), st.integers(0, 2**16))
+any_texts = st.one_of(texts, texts, medium_texts, long_texts)
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**9), 10**9),
+    st.floats(allow_nan=False, allow_infinity=False),
+    texts,
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(texts, inner, max_size=3)),
+    max_leaves=6,
+)
+
+# ---------------------------------------------------------------------------------------------- states
+turns = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "system"]), "content": any_texts})
+conversations = st.one_of(
+    st.lists(turns, max_size=4),
+    st.builds(
+        lambda n, seed: [{"role": "user", "content": _words(80, seed + i)} for i in range(n)],
+        st.integers(8, 12),
+        st.integers(0, 2**16),
+    ),  # needs left truncation
+    st.lists(texts, max_size=4),
+)
+states = st.one_of(
+    any_texts,
+    st.dictionaries(texts, json_values, max_size=5),
+    st.builds(
+        lambda text, extra: {"ticket": text, **extra}, any_texts, st.dictionaries(texts, json_values, max_size=2)
+    ),
+    conversations,
+    st.sampled_from(["", {}, []]),
+)
+
+# ------------------------------------------------------------------------------------------- questions
+question_ids = st.one_of(st.sampled_from(["b", "a", "10", "2", "q1", "日本", MASK, "", " "]), st.text(max_size=8))
+instructions = st.one_of(any_texts, any_texts, json_values)  # non-strings are JSON-encoded by the reference
+criterion_values = st.one_of(st.none(), st.just(""), st.just(0), st.just(False), texts, medium_texts, json_values)
+option_keys = st.one_of(short_texts, st.sampled_from(SPECIAL_TEXTS), free_texts, medium_texts)
+
+
+def _question(kind: str, criteria=None, labels=None, with_criteria: bool = True):
+    required = {"type": st.just(kind), "instructions": instructions}
+    if with_criteria:
+        required["criteria"] = criteria
+    optional = {"note": json_values}  # keys the reference ignores
+    if labels is not None:
+        optional["labels"] = labels
+    return st.fixed_dictionaries(required, optional=optional)
+
+
+choice_criteria = st.one_of(
+    st.dictionaries(option_keys, criterion_values, min_size=1, max_size=8),
+    st.lists(option_keys, min_size=1, max_size=8),  # duplicates collapse to one option
+    st.dictionaries(short_texts, medium_texts, min_size=4, max_size=8),  # the per-option budget path
+    st.builds(lambda n: [f"option {i}" for i in range(n)], st.integers(9, 40)),
+)
+score_criteria = st.one_of(
+    st.lists(criterion_values, min_size=1, max_size=8),
+    st.lists(medium_texts, min_size=3, max_size=6),
+)
+
+
+@st.composite
+def noul_keys(draw) -> str:
+    """'true' / 'false' in any letter case: the reference lower-cases noul criteria keys."""
+    key = draw(st.sampled_from(["true", "false"]))
+    upper = draw(st.lists(st.booleans(), min_size=len(key), max_size=len(key)))
+    return "".join(c.upper() if u else c for c, u in zip(key, upper, strict=True))
+
+
+noul_criteria = st.one_of(st.none(), st.dictionaries(noul_keys(), criterion_values, max_size=3))
+label_texts = st.one_of(short_texts, st.sampled_from(SPECIAL_TEXTS), free_texts)
+
+
+def _distinct_labels(pair) -> bool:
+    f, t = pair
+    return bool(f.strip()) and bool(t.strip()) and f.strip() != t.strip()
+
+
+valid_labels = st.one_of(
+    st.none(),  # the reference reads labels: null as the default pair
+    st.tuples(label_texts, label_texts).filter(_distinct_labels).map(lambda p: {"false": p[0], "true": p[1]}),
+    st.tuples(label_texts, label_texts).filter(_distinct_labels).map(lambda p: {"true": p[1], "false": p[0]}),
+    st.sampled_from(
+        [
+            {"false": "B", "true": "A"},
+            {"false": " no\u00a0", "true": "\u3000yes"},
+            {"false": "non [MASK]", "true": "日本語 🙂"},
+        ]
+    ),
+)
+
+choice_questions = _question("choice", choice_criteria)
+score_questions = _question("score", score_criteria)
+noul_questions = st.one_of(
+    _question("noul", with_criteria=False, labels=valid_labels),
+    _question("noul", noul_criteria, labels=valid_labels),
+)
+valid_questions = st.one_of(choice_questions, score_questions, noul_questions)
+
+# ------------------------------------------------------------------------------------ invalid questions
+not_a_string = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.lists(texts, max_size=2), st.dictionaries(texts, texts, max_size=2)
+)
+unhashable = st.one_of(st.lists(texts, max_size=2), st.dictionaries(texts, texts, max_size=2))
+bad_labels = st.one_of(
+    st.text(max_size=5),
+    st.lists(texts, max_size=2),
+    st.integers(),
+    st.dictionaries(st.sampled_from(["false", "true", "True", "FALSE", "yes", "no"]), label_texts, max_size=3).filter(
+        lambda d: set(d) != {"false", "true"}
+    ),
+    st.fixed_dictionaries({"false": not_a_string, "true": label_texts}),
+    st.fixed_dictionaries({"false": label_texts, "true": not_a_string}),
+    st.fixed_dictionaries({"false": st.sampled_from(["", " ", "\u3000", "\t\n"]), "true": label_texts}),
+    label_texts.map(lambda s: {"false": s, "true": f" {s}\u00a0"}),  # equal once stripped
+    st.just({"false": "A", "true": "B", "maybe": "C"}),
+)
+
+
+def _overflowing_choice(n: int, seed: int) -> dict:
+    """A choice whose option markers run past max_len once the per-option budget caps each at 4 tokens."""
+    rng = random.Random(seed)
+    options = [f"{rng.choice(WORDS)} {rng.choice(WORDS)} {rng.choice(WORDS)} {i}" for i in range(n)]
+    return {"type": "choice", "instructions": "pick one", "criteria": options}
+
+
+invalid_questions = st.one_of(
+    # not a question at all
+    st.one_of(texts, st.integers(), st.none(), st.lists(texts, max_size=2)),
+    # unknown or missing type (a list type is unhashable: the reference raises TypeError, still a rejection)
+    st.fixed_dictionaries(
+        {
+            "type": st.one_of(st.sampled_from(["Choice", "bool", "yesno", "", "NOUL"]), not_a_string),
+            "instructions": texts,
+            "criteria": st.lists(texts, min_size=1, max_size=3),
+        }
+    ),
+    st.fixed_dictionaries({"instructions": texts, "criteria": st.lists(texts, min_size=1, max_size=3)}),
+    # no instructions
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["choice", "score", "noul"]), "criteria": st.lists(texts, min_size=1, max_size=3)}
+    ),
+    # choice criteria of the wrong shape, empty, or a list holding a non-string
+    st.fixed_dictionaries(
+        {"type": st.just("choice"), "instructions": texts},
+        optional={"criteria": st.one_of(st.none(), texts, st.integers(), st.booleans(), st.just({}), st.just([]))},
+    ),
+    st.builds(
+        lambda head, bad, tail: {"type": "choice", "instructions": "x", "criteria": [*head, bad, *tail]},
+        st.lists(short_texts, max_size=2),
+        st.one_of(
+            st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), unhashable
+        ),
+        st.lists(short_texts, max_size=2),
+    ),
+    # score criteria not a non-empty list
+    st.fixed_dictionaries(
+        {"type": st.just("score"), "instructions": texts},
+        optional={
+            "criteria": st.one_of(
+                st.none(), texts, st.integers(), st.just([]), st.dictionaries(texts, texts, max_size=3)
+            )
+        },
+    ),
+    # noul criteria not a dict, or keyed other than true/false
+    st.fixed_dictionaries(
+        {
+            "type": st.just("noul"),
+            "instructions": texts,
+            "criteria": st.one_of(texts, st.integers(), st.booleans(), st.lists(texts, max_size=2)),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("noul"),
+            "instructions": texts,
+            "criteria": st.dictionaries(st.one_of(noul_keys(), texts), texts, min_size=1, max_size=3).filter(
+                lambda d: not {k.lower() for k in d} <= {"true", "false"}
+            ),
+        }
+    ),
+    # labels on a question that is not noul (even labels: null), bad labels on a noul
+    st.fixed_dictionaries(
+        {
+            "type": st.just("choice"),
+            "instructions": texts,
+            "criteria": st.lists(texts, min_size=1, max_size=3),
+            "labels": st.one_of(st.none(), valid_labels),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("score"),
+            "instructions": texts,
+            "criteria": st.lists(texts, min_size=1, max_size=3),
+            "labels": st.one_of(st.none(), valid_labels),
+        }
+    ),
+    st.fixed_dictionaries({"type": st.just("noul"), "instructions": texts, "labels": bad_labels}),
+    # options that overflow the head budget, so markers fall past max_len
+    st.builds(_overflowing_choice, st.integers(140, 260), st.integers(0, 2**16)),
+)
+
+
+@st.composite
+def requests(draw, questions=valid_questions, min_questions: int = 0, max_questions: int = 4):
+    """A payload with `min_questions`..`max_questions` questions drawn from `questions`."""
+    ids = draw(st.lists(question_ids, min_size=min_questions, max_size=max_questions, unique=True))
+    payload = {"state": draw(states), "questions": {qid: draw(questions) for qid in ids}}
+    if draw(st.booleans()):
+        payload = {"model": "english", **payload}
+    return payload
+
+
+mixed_questions = st.one_of(valid_questions, valid_questions, valid_questions, invalid_questions)
+
+# ------------------------------------------------------------------------------------- invalid payloads
+invalid_payloads = st.one_of(
+    st.one_of(texts, st.integers(), st.none(), st.lists(texts, max_size=2)),  # not an object
+    requests(min_questions=1, max_questions=2).map(lambda p: {k: v for k, v in p.items() if k != "state"}),
+    requests(min_questions=1, max_questions=2).map(lambda p: {k: v for k, v in p.items() if k != "questions"}),
+    st.builds(
+        lambda p, q: {**p, "questions": q},
+        requests(max_questions=0),
+        st.one_of(st.none(), texts, st.integers(), st.lists(valid_questions, max_size=2)),
+    ),
+    st.builds(
+        lambda p, m: {**p, "model": m},
+        requests(min_questions=1, max_questions=2),
+        st.one_of(st.sampled_from(["multilingual", "English", "laya", "", "english "]), not_a_string),
+    ),
+)

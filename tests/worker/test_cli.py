@@ -1,0 +1,129 @@
+"""`laya-run CHECKPOINT` end to end as a subprocess: JSON lines in, JSON lines out, equal to laya 0.3.20."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+
+LAYA_RUN = Path(sys.executable).with_name("laya-run")  # the console script installed with the project
+LINE_TIMEOUT_S = 120  # one answer on the tiny model takes well under a second; startup loads torch
+
+NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
+REQUESTS = [
+    {"model": "english", "state": "Please refund the duplicate charge on my card.", "questions": {"q": NOUL}},
+    {
+        "state": [{"role": "user", "content": "café 日本語 🙂 [MASK] the app crashes"}],
+        "questions": {
+            "b": {
+                "type": "choice",
+                "instructions": "Topic?",
+                "criteria": {"billing": None, "bug": "a crash", "日本": 0},
+            },
+            "a": {"type": "score", "instructions": "Anger?", "criteria": ["calm", {"level": "annoyed"}, "angry"]},
+            "10": {"type": "noul", "instructions": "Urgent?", "labels": {"false": "B", "true": "A"}},
+        },
+    },
+    {"state": {"ticket": "late package " * 300}, "questions": {f"q{i}": NOUL for i in range(16)}},
+    {"state": "x", "questions": {}},
+]
+
+
+@pytest.fixture(scope="module")
+def oracle(tiny_checkpoint):
+    import laya
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="laya: this checkpoint ships invalid temperatures")
+        return laya.Agent(str(tiny_checkpoint), device="cpu")
+
+
+def run_lines(checkpoint, lines: list[str]) -> tuple[list[dict], subprocess.CompletedProcess]:
+    assert LAYA_RUN.is_file(), f"{LAYA_RUN} is not installed (pip install -e .)"
+    proc = subprocess.run(
+        [str(LAYA_RUN), str(checkpoint)],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return [json.loads(line) for line in proc.stdout.splitlines()], proc
+
+
+def test_answers_equal_the_reference(tiny_checkpoint, oracle):
+    responses, proc = run_lines(tiny_checkpoint, [json.dumps(r) for r in REQUESTS])
+    assert proc.returncode == 0, proc.stderr
+    assert len(responses) == len(REQUESTS)
+    for request, response in zip(REQUESTS, responses, strict=True):
+        want = oracle.predict(request["state"], request["questions"])
+        assert json.dumps(response) == json.dumps(want)
+
+
+def test_errors_are_answered_and_the_process_goes_on(tiny_checkpoint, oracle):
+    lines = [
+        json.dumps({"state": "x", "questions": {"ok": NOUL, "bad": {"type": "bool", "instructions": "x"}}}),
+        "this is not JSON {",
+        json.dumps({"state": "x", "questions": {f"q{i}": NOUL for i in range(17)}}),
+        json.dumps([1, 2]),
+        json.dumps({"model": "multilingual", "state": "x", "questions": {"q": NOUL}}),
+        json.dumps({"state": "x", "questions": {"q": {"type": "choice", "instructions": "x", "criteria": []}}}),
+        json.dumps(REQUESTS[0]),
+    ]
+    responses, proc = run_lines(tiny_checkpoint, lines)
+    assert proc.returncode == 0, proc.stderr
+    assert len(responses) == len(lines), proc.stdout
+    statuses = [r.get("status") for r in responses]
+    assert statuses == [422, 400, 422, 422, 422, 422, None]
+    assert responses[1]["error"] == "bad_request"
+    for r in responses[:1] + responses[2:6]:
+        assert r["error"] == "validation" and isinstance(r["detail"], str) and r["detail"]
+    assert "bad" in responses[0].get("field", ""), "a 422 names the offending question"
+    want = oracle.predict(REQUESTS[0]["state"], REQUESTS[0]["questions"])
+    assert json.dumps(responses[-1]) == json.dumps(want)
+
+
+def test_each_answer_is_flushed_before_the_next_line_is_read(tiny_checkpoint):
+    assert LAYA_RUN.is_file()
+    proc = subprocess.Popen(
+        [str(LAYA_RUN), str(tiny_checkpoint)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        bufsize=1,
+    )
+    out: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [out.put(line) for line in proc.stdout], daemon=True)
+    reader.start()
+    try:
+        for line in [json.dumps(REQUESTS[0]), "not json", json.dumps(REQUESTS[1])]:
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()  # stdin stays open: the answer must come without EOF
+            answer = json.loads(out.get(timeout=LINE_TIMEOUT_S))
+            assert isinstance(answer, dict)
+        proc.stdin.close()
+        assert proc.wait(timeout=LINE_TIMEOUT_S) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_help():
+    proc = subprocess.run([str(LAYA_RUN), "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    assert "usage" in proc.stdout.lower() and "checkpoint" in proc.stdout.lower()
+
+
+def test_a_missing_checkpoint_fails_at_startup(tmp_path):
+    proc = subprocess.run(
+        [str(LAYA_RUN), str(tmp_path / "nowhere")], input="", capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode != 0
+    assert "nowhere" in proc.stderr
