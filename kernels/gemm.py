@@ -1,0 +1,132 @@
+"""GEMMs of the forward pass: C[M, N] = act(A[M, K] @ W[N, K]^T (+ bias)), and the fused GeGLU up-projection.
+
+M (tokens) is dynamic; N and K are fixed by the model. A tile configuration is a list of tiers, each
+admitting M up to `max_m` (None: any M): small M uses narrow N tiles so that every SM gets a tile,
+large M uses wide wgmma tiles with a deep TMA pipeline.
+"""
+
+import tilelang.language as T
+
+from kernels.common import ACTIVATIONS, FAST_MATH, accum_dtype, activate, dtype
+
+PASS_CONFIGS = FAST_MATH
+
+# entry name -> what it computes, in terms of the model's hidden size D, MLP width F (ModernBERT) and
+# the decision head's FFN width 4D: (N, K, bias, act) or ("geglu", F, K).
+SHAPES = {
+    "gemm_qkv_bf16": lambda D, F: dict(N=3 * D, K=D),
+    "gemm_attn_out_bf16": lambda D, F: dict(N=D, K=D),
+    "gemm_geglu_bf16": lambda D, F: dict(N=F, K=D, geglu=True),
+    "gemm_mlp_out_bf16": lambda D, F: dict(N=D, K=F),
+    "gemm_head_qkv_bias_bf16": lambda D, F: dict(N=3 * D, K=D, bias=True),
+    "gemm_head_out_bias_bf16": lambda D, F: dict(N=D, K=D, bias=True),
+    "gemm_head_ffn1_bias_relu_bf16": lambda D, F: dict(N=4 * D, K=D, bias=True, act="relu"),
+    "gemm_head_ffn2_bias_bf16": lambda D, F: dict(N=D, K=4 * D, bias=True),
+}
+
+_ORIGINAL_GEMM = dict(max_m=None, block_M=64, block_N=128, block_K=64, num_stages=3, threads=128)
+_ORIGINAL_GEGLU = dict(max_m=None, block_M=64, block_N=64, block_K=64, num_stages=3, threads=128)
+
+# H200 has 132 SMs. Small M (<= 128 tokens, the one-question inputs): a 64-row tile and N tiles narrow
+# enough for about one tile per SM; large M: 128 x 256 (128 x 128 for GeGLU's two accumulators) with a
+# 4-stage pipeline and two consumer warpgroups.
+_SMALL = dict(max_m=128, block_M=64, block_K=64, num_stages=4, threads=128)
+_LARGE = dict(max_m=None, block_M=128, block_N=256, block_K=64, num_stages=4, threads=256)
+_LARGE_GEGLU = dict(max_m=None, block_M=128, block_N=128, block_K=64, num_stages=3, threads=256)
+
+TILE_CONFIGS = {
+    "original": {name: [_ORIGINAL_GEGLU if "geglu" in name else _ORIGINAL_GEMM] for name in SHAPES},
+    "optimized": {
+        "gemm_qkv_bf16": [dict(_SMALL, block_N=32), _LARGE],  # 96 tiles
+        "gemm_attn_out_bf16": [dict(_SMALL, block_N=16), _LARGE],  # 64 tiles
+        "gemm_geglu_bf16": [dict(_SMALL, block_N=32), _LARGE_GEGLU],  # 82 tiles
+        "gemm_mlp_out_bf16": [dict(_SMALL, block_N=16), _LARGE],  # 64 tiles
+        "gemm_head_qkv_bias_bf16": [dict(_SMALL, block_N=32), _LARGE],
+        "gemm_head_out_bias_bf16": [dict(_SMALL, block_N=16), _LARGE],
+        "gemm_head_ffn1_bias_relu_bf16": [dict(_SMALL, block_N=32), _LARGE],  # 128 tiles
+        "gemm_head_ffn2_bias_bf16": [dict(_SMALL, block_N=16), _LARGE],
+    },
+}
+
+
+def gemm(N, K, *, bias=False, act="none", block_M=64, block_N=128, block_K=64, num_stages=3, threads=128):
+    """C[M, N] = act(A[M, K] @ W[N, K]^T (+ Bias[N])); the Bias argument exists only when `bias`."""
+    assert act in ACTIVATIONS, act
+    M = T.dynamic("M")
+
+    @T.macro
+    def tile(A, W, Bias, C):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            # bx: tile of output columns, by: tile of rows
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            W_shared = T.alloc_shared((block_N, block_K), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(W[bx * block_N, k * block_K], W_shared)
+                T.gemm(A_shared, W_shared, C_local, transpose_B=True)
+            if bias or act != "none":
+                for i, j in T.Parallel(block_M, block_N):
+                    v = C_local[i, j] + Bias[bx * block_N + j] if bias else C_local[i, j]
+                    C_local[i, j] = activate(v, act)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    if bias:
+
+        @T.prim_func
+        def main(
+            A: T.Tensor((M, K), dtype),
+            W: T.Tensor((N, K), dtype),
+            Bias: T.Tensor((N,), accum_dtype),
+            C: T.Tensor((M, N), dtype),
+        ):
+            tile(A, W, Bias, C)
+
+    else:
+
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K), dtype), C: T.Tensor((M, N), dtype)):
+            tile(A, W, None, C)
+
+    return main
+
+
+def gemm_geglu(F, K, *, block_M=64, block_N=64, block_K=64, num_stages=3, threads=128):
+    """ModernBERT's GLU up-projection: C[M, F] = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T), GELU on the first half."""
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def main(
+        A: T.Tensor((M, K), dtype),
+        Wi: T.Tensor((2 * F, K), dtype),
+        C: T.Tensor((M, F), dtype),
+    ):
+        with T.Kernel(T.ceildiv(F, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            Wa_shared = T.alloc_shared((block_N, block_K), dtype)  # rows of the activated half
+            Wg_shared = T.alloc_shared((block_N, block_K), dtype)  # rows of the gate half
+            acc_a = T.alloc_fragment((block_M, block_N), accum_dtype)
+            acc_g = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(acc_a)
+            T.clear(acc_g)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(Wi[bx * block_N, k * block_K], Wa_shared)
+                T.copy(Wi[F + bx * block_N, k * block_K], Wg_shared)
+                T.gemm(A_shared, Wa_shared, acc_a, transpose_B=True)
+                T.gemm(A_shared, Wg_shared, acc_g, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                acc_a[i, j] = activate(acc_a[i, j], "gelu") * acc_g[i, j]
+            T.copy(acc_a, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def build(name: str, D: int, F: int, tier: dict):
+    """The prim_func of entry `name` for a model of hidden size D and MLP width F, with one tile tier."""
+    shape = SHAPES[name](D, F)
+    tiles = {k: v for k, v in tier.items() if k != "max_m"}
+    if shape.pop("geglu", False):
+        return gemm_geglu(shape["N"], shape["K"], **tiles)
+    return gemm(shape.pop("N"), shape.pop("K"), **shape, **tiles)

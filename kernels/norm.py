@@ -1,0 +1,174 @@
+"""LayerNorms on the fp32 residual stream, each fused with what feeds it.
+
+Every entry reads a block of rows of the stream x (fp32), writes them back where the entry changes
+the stream, and writes Y = LayerNorm(x) * W (+ Bias) in bf16 for the next GEMM:
+
+  embed_norm_bf16          x = E[Ids[m]]                     (token embeddings; X written)
+  add_norm_bf16            x = X + R                         (encoder residual add; X written)
+  add_norm_bias_bf16       x = X + R, LayerNorm with bias    (decision-head residual add)
+  norm_bias_bf16           x = X                             (decision head, first layer's norm1)
+  type_add_norm_bias_bf16  x = Y + Temb[Q[m // L]]           (final encoder output + question-type embedding)
+  residual_add_f32         X = X + R, no norm                (the decision head's last residual add)
+
+The residual stream stays in fp32, as under the reference's autocast: its values reach ~1e4, where a
+bf16 stream would lose whole units at every add.
+"""
+
+import tilelang.language as T
+
+from kernels.common import FAST_MATH, accum_dtype, dtype
+
+PASS_CONFIGS = FAST_MATH
+
+# entry name -> (source of x, LayerNorm bias)
+SHAPES = {
+    "embed_norm_bf16": dict(source="embedding", bias=False),
+    "add_norm_bf16": dict(source="residual", bias=False),
+    "add_norm_bias_bf16": dict(source="residual", bias=True),
+    "norm_bias_bf16": dict(source="stream", bias=True),
+    "type_add_norm_bias_bf16": dict(source="type", bias=True),
+    "residual_add_f32": dict(source="residual", bias=False, normalize=False),
+}
+
+TILE_CONFIGS = {
+    "original": {name: dict(block_M=4, threads=32) for name in SHAPES},
+    # one row per 128-thread block: 8 consecutive elements (16 bytes of bf16) per thread, and a block
+    # per token, so a 16-token input still spreads over 16 SMs.
+    "optimized": {name: dict(block_M=1, threads=128) for name in SHAPES},
+}
+
+
+def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, block_M=4, threads=32):
+    """One kernel of the family above; see the module docstring for `source`."""
+    M = T.dynamic("M")
+
+    @T.macro
+    def norm_rows(x, W, Bias, Y, row0):
+        # x: [block_M, D] fp32 fragment, the stream rows row0.. ; writes Y rows
+        mean = T.alloc_fragment((block_M,), accum_dtype)
+        rstd = T.alloc_fragment((block_M,), accum_dtype)
+        centered = T.alloc_fragment((block_M, D), accum_dtype)
+        T.reduce_sum(x, mean, dim=1)
+        for i in T.Parallel(block_M):
+            mean[i] = mean[i] / D
+        for i, j in T.Parallel(block_M, D):
+            centered[i, j] = (x[i, j] - mean[i]) * (x[i, j] - mean[i])
+        T.reduce_sum(centered, rstd, dim=1)
+        for i in T.Parallel(block_M):
+            rstd[i] = T.rsqrt(rstd[i] / D + eps)
+        for i, j in T.Parallel(block_M, D):
+            v = (x[i, j] - mean[i]) * rstd[i] * W[j]
+            centered[i, j] = v + Bias[j] if bias else v
+        T.copy(centered, Y[row0, 0])
+
+    if source == "embedding":
+
+        @T.prim_func
+        def main(
+            Ids: T.Tensor((M,), "int32"),
+            E: T.Tensor((vocab, D), accum_dtype),
+            W: T.Tensor((D,), accum_dtype),
+            X: T.Tensor((M, D), accum_dtype),
+            Y: T.Tensor((M, D), dtype),
+        ):
+            with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:  # bx: block of rows
+                x = T.alloc_fragment((block_M, D), accum_dtype)
+                for i, j in T.Parallel(block_M, D):
+                    x[i, j] = E[Ids[T.min(bx * block_M + i, M - 1)], j]
+                T.copy(x, X[bx * block_M, 0])
+                norm_rows(x, W, None, Y, bx * block_M)
+
+    elif source == "type":
+        R = T.dynamic("R")
+
+        @T.prim_func
+        def main(
+            Q: T.Tensor((R,), "int32"),
+            L: T.int32,
+            Temb: T.Tensor((n_types, D), accum_dtype),
+            W: T.Tensor((D,), accum_dtype),
+            Bias: T.Tensor((D,), accum_dtype),
+            X: T.Tensor((M, D), accum_dtype),
+            Y: T.Tensor((M, D), dtype),
+        ):
+            with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                x = T.alloc_fragment((block_M, D), accum_dtype)
+                for i, j in T.Parallel(block_M, D):
+                    row = T.min(bx * block_M + i, M - 1)
+                    x[i, j] = T.cast(Y[row, j], accum_dtype) + Temb[Q[row // L], j]
+                T.copy(x, X[bx * block_M, 0])
+                norm_rows(x, W, Bias, Y, bx * block_M)
+
+    elif source == "residual" and not normalize:
+
+        @T.prim_func
+        def main(X: T.Tensor((M, D), accum_dtype), R: T.Tensor((M, D), dtype)):
+            with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                x = T.alloc_fragment((block_M, D), accum_dtype)
+                r = T.alloc_fragment((block_M, D), accum_dtype)
+                T.copy(X[bx * block_M, 0], x)
+                T.copy(R[bx * block_M, 0], r)
+                for i, j in T.Parallel(block_M, D):
+                    x[i, j] = x[i, j] + r[i, j]
+                T.copy(x, X[bx * block_M, 0])
+
+    elif source == "residual" and bias:
+
+        @T.prim_func
+        def main(
+            X: T.Tensor((M, D), accum_dtype),
+            R: T.Tensor((M, D), dtype),
+            W: T.Tensor((D,), accum_dtype),
+            Bias: T.Tensor((D,), accum_dtype),
+            Y: T.Tensor((M, D), dtype),
+        ):
+            with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                x = T.alloc_fragment((block_M, D), accum_dtype)
+                r = T.alloc_fragment((block_M, D), accum_dtype)
+                T.copy(X[bx * block_M, 0], x)
+                T.copy(R[bx * block_M, 0], r)
+                for i, j in T.Parallel(block_M, D):
+                    x[i, j] = x[i, j] + r[i, j]
+                T.copy(x, X[bx * block_M, 0])
+                norm_rows(x, W, Bias, Y, bx * block_M)
+
+    elif source == "residual":
+
+        @T.prim_func
+        def main(
+            X: T.Tensor((M, D), accum_dtype),
+            R: T.Tensor((M, D), dtype),
+            W: T.Tensor((D,), accum_dtype),
+            Y: T.Tensor((M, D), dtype),
+        ):
+            with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                x = T.alloc_fragment((block_M, D), accum_dtype)
+                r = T.alloc_fragment((block_M, D), accum_dtype)
+                T.copy(X[bx * block_M, 0], x)
+                T.copy(R[bx * block_M, 0], r)
+                for i, j in T.Parallel(block_M, D):
+                    x[i, j] = x[i, j] + r[i, j]
+                T.copy(x, X[bx * block_M, 0])
+                norm_rows(x, W, None, Y, bx * block_M)
+
+    else:
+        assert source == "stream" and bias, (source, bias)
+
+        @T.prim_func
+        def main(
+            X: T.Tensor((M, D), accum_dtype),
+            W: T.Tensor((D,), accum_dtype),
+            Bias: T.Tensor((D,), accum_dtype),
+            Y: T.Tensor((M, D), dtype),
+        ):
+            with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                x = T.alloc_fragment((block_M, D), accum_dtype)
+                T.copy(X[bx * block_M, 0], x)
+                norm_rows(x, W, Bias, Y, bx * block_M)
+
+    return main
+
+
+def build(name: str, D: int, *, eps: float, vocab: int, tiles: dict):
+    """The prim_func of entry `name` for hidden size D, LayerNorm eps and vocabulary size."""
+    return layer_norm(D, eps=eps, vocab=vocab, **SHAPES[name], **tiles)

@@ -1,0 +1,71 @@
+"""The one list of kernels the bundle builds: every entry point, for a tile configuration and model.
+
+Each family module (`gemm`, `norm`, `rope`, `attention`) holds SHAPES, TILE_CONFIGS, PASS_CONFIGS
+and a `build` that makes one prim_func; this module walks them in a fixed order.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bundle.manifest import ModelDims
+from kernels import attention, gemm, norm, rope
+
+TILE_CONFIG_NAMES = ("original", "optimized")
+
+# Extra nvcc flags per family. RoPE: no fused multiply-add, so that `x0 * cos - x1 * sin` rounds each
+# product as the reference's elementwise torch ops do.
+NVCC_FLAGS = {"gemm": [], "norm": [], "rope": ["-fmad=false"], "attention": []}
+
+
+@dataclass(frozen=True)
+class KernelTier:
+    max_m: int | None
+    tiles: dict
+    make: Callable  # () -> prim_func
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    family: str
+    pass_configs: dict
+    nvcc_flags: list
+    tiers: list[KernelTier]
+
+
+def kernels(tile_config: str, model: ModelDims) -> list[KernelSpec]:
+    """Every entry point of the bundle, in build order."""
+    if tile_config not in TILE_CONFIG_NAMES:
+        raise ValueError(f"unknown tile configuration {tile_config!r}; known: {', '.join(TILE_CONFIG_NAMES)}")
+    if (model.head_heads, model.head_dim) != (model.num_heads, 64):
+        # one attention kernel serves the encoder and the decision head only when their heads agree
+        raise ValueError(f"attention kernels need head dim 64 and decision-head heads = encoder heads: {model}")
+    D, F = model.hidden_size, model.intermediate_size
+    specs = []
+
+    def add(name, family, module, tiers):
+        specs.append(KernelSpec(name, family, module.PASS_CONFIGS, NVCC_FLAGS[family], tiers))
+
+    for name in gemm.SHAPES:
+        tiers = [
+            KernelTier(t["max_m"], {k: v for k, v in t.items() if k != "max_m"},
+                       lambda name=name, t=t: gemm.build(name, D, F, t))
+            for t in gemm.TILE_CONFIGS[tile_config][name]
+        ]
+        add(name, "gemm", gemm, tiers)
+    for name in norm.SHAPES:
+        tiles = norm.TILE_CONFIGS[tile_config][name]
+        make = lambda name=name, tiles=tiles: norm.build(  # noqa: E731
+            name, D, eps=model.norm_eps, vocab=model.vocab_size, tiles=tiles)
+        add(name, "norm", norm, [KernelTier(None, tiles, make)])
+    for name in rope.SHAPES:
+        tiles = rope.TILE_CONFIGS[tile_config][name]
+        make = lambda name=name, tiles=tiles: rope.build(  # noqa: E731
+            name, model.num_heads, model.head_dim, max_len=model.max_len, tiles=tiles)
+        add(name, "rope", rope, [KernelTier(None, tiles, make)])
+    for name in attention.SHAPES:
+        tiles = attention.TILE_CONFIGS[tile_config][name]
+        make = lambda name=name, tiles=tiles: attention.build(  # noqa: E731
+            name, model.num_heads, model.head_dim, window=model.window, tiles=tiles)
+        add(name, "attention", attention, [KernelTier(None, tiles, make)])
+    return specs
