@@ -29,7 +29,7 @@ def _synthesize(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     from bundle.build import main
 
-    return main(out=args.out, tile_config=args.config, jobs=args.jobs)
+    return main(out=args.out, tile_config=args.config, jobs=args.jobs, model=args.model)
 
 
 def _export_tables(args: argparse.Namespace) -> int:
@@ -67,6 +67,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("out", type=Path, help="bundle directory to write")
     s.add_argument("--config", choices=("original", "optimized"), default="optimized", help="tile configuration")
     s.add_argument("--jobs", type=int, default=0, help="parallel compiles (default: CPU count)")
+    s.add_argument("--model", choices=sorted(MODEL_PRESETS), default="large",
+                   help="model dimensions to compile for (default: large, ModernBERT-large; tiny: tests)")
     s.set_defaults(func=_build)
 
     s = sub.add_parser("export-tables", help="write the four RoPE tables, tables.json and the checkpoint hashes")
