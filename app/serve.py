@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 
@@ -46,14 +47,19 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"laya-api: {e}", file=sys.stderr)
         return 2
+    metrics_dir = None
     if settings["API_PROCESSES"] > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="laya-api-metrics-")
+        metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="laya-api-metrics-")
     options = gunicorn_options(settings)
     if args.access_log:
         options["accesslog"] = "-"
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         options["child_exit"] = _mark_process_dead
-    Server(options).run()
+    try:
+        Server(options).run()
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
 
 
