@@ -1,0 +1,172 @@
+"""Kernel timings per entry point and shape, for each bundle given: the start of the speed work.
+
+    python -m recipe.kernel_bench --bundle bundles/original --bundle bundles/optimized --output OUT
+
+Each (entry, shape) is launched `reps` times inside one CUDA graph (GEMMs cycle through copies of
+their weight totalling more than the L2 cache, as 28 layers of distinct weights would), the graph is
+replayed 3 times to warm up and then 20 times, timed with CUDA events; a sample is one replay's
+time divided by `reps`. Writes OUT/kernel_timings.csv (median and p90 per row, TFLOP/s for GEMMs
+and attention) and OUT/kernel_timings.json (machine, versions, bundles, command line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+from bundle.export_tables import inv_freq, rope_tables
+from bundle.loader import TORCH_DTYPES, Kernels
+from kernels.shapes import TIMED_SHAPES
+
+WARMUP_REPLAYS = 3
+TIMED_REPLAYS = 20
+MIN_REPS = 10
+COLD_BYTES = 256 << 20  # weight copies per GEMM graph: well past the H200's 50 MB L2
+
+
+def main(*, bundles: list[Path], output: Path) -> int:
+    if not torch.cuda.is_available():
+        print("kernel_bench: needs a CUDA GPU", file=sys.stderr)
+        return 1
+    output.mkdir(parents=True, exist_ok=True)
+    rows = []
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "driver": _driver(), "command": sys.argv, "bundles": {}, "warmup_replays": WARMUP_REPLAYS,
+            "timed_replays": TIMED_REPLAYS}
+    for path in bundles:
+        kernels = Kernels(path)
+        kernels.init()
+        m = kernels.manifest
+        meta["bundles"][str(path)] = {"tile_config": m.tile_config, "library_sha256": m.library["sha256"],
+                                      "versions": m.versions}
+        for name in m.entries:
+            for R, L in TIMED_SHAPES:
+                samples, symbol = time_entry(kernels, name, R, L)
+                rows.append(_row(m, name, symbol, R, L, samples))
+                print(f"{m.tile_config:9} {name:30} {R:2}x{L:<3} {rows[-1]['median_us']:9.2f} us", flush=True)
+    fields = list(rows[0])
+    with open(output / "kernel_timings.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    (output / "kernel_timings.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return 0
+
+
+def time_entry(kernels: Kernels, name: str, R: int, L: int) -> tuple[list[float], str]:
+    """Per-launch times (us) of `name` at R rows of L tokens, and the tier symbol that ran."""
+    entry = kernels.manifest.entries[name]
+    arg_sets = [make_args(kernels, name, R, L, copy) for copy in range(_copies(kernels, name, R, L))]
+    reps = max(MIN_REPS, len(arg_sets))
+    launch = getattr(kernels, name)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        launch(*arg_sets[0])  # outside capture: argument checks, first-touch
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(reps):
+            launch(*arg_sets[i % len(arg_sets)])
+    for _ in range(WARMUP_REPLAYS):
+        graph.replay()
+    samples = []
+    for _ in range(TIMED_REPLAYS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / reps)
+    return samples, entry.tier_for(R * L).symbol
+
+
+def _copies(kernels: Kernels, name: str, R: int, L: int) -> int:
+    weight = _weight_arg(kernels.manifest.entries[name])
+    if weight is None:
+        return 1
+    n, k = weight.shape
+    return min(64, math.ceil(COLD_BYTES / (n * k * 2)))
+
+
+def _weight_arg(entry):
+    return next((a for a in entry.args if a.name in ("W", "Wi")), None)
+
+
+def make_args(kernels: Kernels, name: str, R: int, L: int, seed: int) -> list:
+    """Plausible arguments for any entry, by argument name: full-length rows, random values."""
+    m = kernels.manifest.model
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    M = R * L
+    sizes = {"M": M, "R": R}
+    args = []
+    for a in kernels.manifest.entries[name].args:
+        if not a.is_tensor:
+            args.append(L)
+            continue
+        shape = [sizes[d] if isinstance(d, str) else d for d in a.shape]
+        if a.name == "Ids":
+            t = torch.randint(0, m.vocab_size, shape, device="cuda", generator=gen, dtype=torch.int32)
+        elif a.name == "Q":
+            t = torch.randint(0, 3, shape, device="cuda", generator=gen, dtype=torch.int32)
+        elif a.name == "Lens":
+            t = torch.full(shape, L, device="cuda", dtype=torch.int32)
+        elif a.name in ("Cos", "Sin"):
+            t = rope_tables(10000.0, m.head_dim, m.max_len, torch.device("cuda"))[a.name == "Sin"]
+        elif a.name == "InvFreq":
+            t = inv_freq(10000.0, m.head_dim).cuda()
+        else:
+            t = torch.randn(shape, device="cuda", generator=gen).to(TORCH_DTYPES[a.dtype])
+            if a.name in ("W", "Wi"):
+                t /= shape[1] ** 0.5
+        args.append(t)
+    return args
+
+
+def _row(manifest, name: str, symbol: str, R: int, L: int, samples: list[float]) -> dict:
+    m = manifest.model
+    entry = manifest.entries[name]
+    M = R * L
+    flop = None
+    weight = _weight_arg(entry)
+    if weight is not None:
+        flop = 2 * M * weight.shape[0] * weight.shape[1]
+    elif entry.family == "attention":
+        keys = L if "global" in name else min(L, 2 * m.window + 1)
+        flop = 4 * R * m.num_heads * L * keys * m.head_dim
+    median = statistics.median(samples)
+    p90 = sorted(samples)[int(0.9 * (len(samples) - 1))]
+    return {"tile_config": manifest.tile_config, "entry": name, "tier": symbol, "rows": R, "tokens": L, "M": M,
+            "median_us": round(median, 3), "p90_us": round(p90, 3),
+            "tflops": round(flop / (median * 1e-6) / 1e12, 2) if flop else ""}
+
+
+def _driver() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m recipe.kernel_bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bundle", type=Path, action="append", required=True, help="bundle directory (repeatable)")
+    p.add_argument("--output", type=Path, required=True, help="directory for kernel_timings.csv/.json")
+    return p
+
+
+if __name__ == "__main__":
+    args = parser().parse_args()
+    sys.exit(main(bundles=args.bundle, output=args.output))

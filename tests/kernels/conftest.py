@@ -1,0 +1,50 @@
+"""Bundles for the GPU kernel tests: one loaded `Kernels` per tile configuration.
+
+LAYA_TEST_BUNDLES (colon-separated directories) names them; by default `bundles/original` and
+`bundles/optimized` under the repository root, as `laya-bundle build bundles/<config> --config
+<config>` writes them. A missing bundle fails the test: a GPU run that tested nothing must not pass.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_BUNDLES = ("bundles/original", "bundles/optimized")
+
+
+def _bundle_dirs() -> list[Path]:
+    names = os.environ.get("LAYA_TEST_BUNDLES")
+    return [ROOT / p for p in (names.split(":") if names else DEFAULT_BUNDLES)]
+
+
+@pytest.fixture(scope="session", params=_bundle_dirs(), ids=lambda p: p.name)
+def kernels(request):
+    from bundle.loader import Kernels
+
+    path = request.param
+    if not (path / "manifest.json").is_file():
+        pytest.fail(f"no bundle at {path}: build it with `laya-bundle build {path} --config {path.name}`")
+    k = Kernels(path)
+    k.init()
+    return k
+
+
+@pytest.fixture
+def gen():
+    """A fresh generator per test, seeded from the OS: every run draws new inputs."""
+    g = torch.Generator(device="cuda")
+    g.seed()
+    return g
+
+
+@pytest.fixture
+def poisoned():
+    """Makes output buffers full of NaN: an element the kernel does not write fails the finiteness check."""
+
+    def make(*shape, dtype):
+        return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+
+    return make

@@ -1,0 +1,61 @@
+"""GEMM entry points of the bundle against fp32 torch, at every executor shape (GPU)."""
+
+import pytest
+import torch
+
+from kernels import reference
+from kernels.shapes import SHAPES
+
+pytestmark = pytest.mark.gpu
+
+GEMMS = (
+    "gemm_qkv_bf16",
+    "gemm_attn_out_bf16",
+    "gemm_mlp_out_bf16",
+    "gemm_head_qkv_bias_bf16",
+    "gemm_head_out_bias_bf16",
+    "gemm_head_ffn1_bias_relu_bf16",
+    "gemm_head_ffn2_bias_bf16",
+)
+
+
+def _weights(shape, gen):
+    n, k = shape
+    return (torch.randn(n, k, device="cuda", generator=gen) / k**0.5).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize(("R", "L"), SHAPES)
+@pytest.mark.parametrize("name", GEMMS)
+def test_gemm(kernels, gen, poisoned, name, R, L):
+    entry = kernels.manifest.entries[name]
+    shapes = {a.name: a.shape for a in entry.args}
+    M, (N, K) = R * L, shapes["W"]
+    A = torch.randn(M, K, device="cuda", generator=gen).to(torch.bfloat16)
+    W = _weights((N, K), gen)
+    C = poisoned(M, N, dtype=torch.bfloat16)
+    act = "relu" if "relu" in name else "none"
+    if "Bias" in shapes:
+        bias = torch.randn(N, device="cuda", generator=gen) * 0.5
+        getattr(kernels, name)(A, W, bias, C)
+    else:
+        bias = None
+        getattr(kernels, name)(A, W, C)
+    torch.cuda.synchronize()
+    assert torch.isfinite(C).all(), "unwritten (NaN) outputs"
+    err = reference.rel_error(C, reference.gemm(A, W, bias, act))
+    assert err < reference.REL_BF16, f"relative error {err:.2e}"
+
+
+@pytest.mark.parametrize(("R", "L"), SHAPES)
+def test_gemm_geglu(kernels, gen, poisoned, R, L):
+    entry = kernels.manifest.entries["gemm_geglu_bf16"]
+    two_f, K = entry.args[1].shape
+    M = R * L
+    A = torch.randn(M, K, device="cuda", generator=gen).to(torch.bfloat16)
+    Wi = _weights((two_f, K), gen)
+    C = poisoned(M, two_f // 2, dtype=torch.bfloat16)
+    kernels.gemm_geglu_bf16(A, Wi, C)
+    torch.cuda.synchronize()
+    assert torch.isfinite(C).all(), "unwritten (NaN) outputs"
+    err = reference.rel_error(C, reference.gemm_geglu(A, Wi))
+    assert err < reference.REL_BF16, f"relative error {err:.2e}"
