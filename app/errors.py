@@ -19,7 +19,7 @@ log = logging.getLogger("laya.api")
 
 # The contract's table plus two kinds that only HTTP has (they never cross Redis).
 ERROR_STATUS = {**contract.ERROR_STATUS, "method_not_allowed": 405, "internal": 500}
-_KIND_BY_STATUS = {status: kind for kind, status in reversed(ERROR_STATUS.items())}
+_KIND_BY_STATUS = {status: kind for kind, status in ERROR_STATUS.items()}  # 500 -> "internal", the later one
 
 
 class ApiError(Exception):

@@ -119,6 +119,6 @@ class BatchStatusSchema(SubmittedSchema):
 
 
 class HealthSchema(Schema):
-    status = fields.String(required=True, validate=validate.OneOf(("ok", "unavailable")))
+    status = fields.String(required=True, validate=validate.OneOf(("ok",)))
     workers = fields.List(fields.Dict(), required=True)
     detail = fields.String()

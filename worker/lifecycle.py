@@ -9,6 +9,7 @@ answered task and exits non-zero. Tasks that reach a failed engine are requeued 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -40,15 +41,16 @@ def start(settings: WorkerSettings) -> None:
                           ttl_s=settings.heartbeat_ttl_s, info={"pid": os.getpid()})
     try:
         engine = _load_engine(settings)
+        heartbeat.record["executor"] = engine.executor.name
+        _runtime = Runtime(settings, engine, redis, heartbeat)
+        heartbeat.start()
     except Exception as e:
         log.exception("laya worker: the engine did not start")
-        heartbeat.fail(f"startup failed ({type(e).__name__}); see the worker's log")
+        with contextlib.suppress(Exception):  # Redis may be what failed
+            heartbeat.fail(f"startup failed ({type(e).__name__}); see the worker's log")
         _stop_worker()
         os._exit(1)
-    heartbeat.record["executor"] = engine.executor.name
-    heartbeat.start()
     log.info("laya worker: %s executor warm, serving queue %s", engine.executor.name, settings.queue)
-    _runtime = Runtime(settings, engine, redis, heartbeat)
 
 
 def stop() -> None:

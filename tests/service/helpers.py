@@ -119,9 +119,9 @@ class Launcher:
         self.started.append(process)
         return process
 
-    def worker(self, service: Service, **env: str) -> Process:
+    def worker(self, service: Service, *, checkpoint: Path | None = None, **env: str) -> Process:
         process = self._start("worker", [str(BIN / "laya-worker"), "--loglevel", "warning"], {
-            "LAYA_REDIS_URL": service.redis_url, "LAYA_CHECKPOINT": str(self.checkpoint),
+            "LAYA_REDIS_URL": service.redis_url, "LAYA_CHECKPOINT": str(checkpoint or self.checkpoint),
             "LAYA_EXECUTOR": "reference", "LAYA_DEVICE": "cpu", "LAYA_HEARTBEAT_TTL_S": str(HEARTBEAT_TTL_S),
             "LAYA_BATCH_CHUNK": "4", **env})
         service.processes.append(process)

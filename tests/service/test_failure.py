@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 
 from service.helpers import NOUL, Service, assert_same_answers, request_body, wait_until
@@ -69,3 +70,18 @@ def test_a_crash_mid_batch_loses_nothing(private_db, launcher):
     for i in (0, 17, 39):  # order kept and no state scored twice into the list
         alone = service.post("/v1/systemone", json={"state": states[i], "questions": {"q": NOUL, "r": NOUL}})
         assert_same_answers(done["results"][i], alone.json())
+
+
+def test_a_checkpoint_that_does_not_load_stops_the_worker_and_health_says_why(private_db, launcher, checkpoint,
+                                                                               tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(checkpoint, broken)
+    (broken / "model.safetensors").write_bytes((checkpoint / "model.safetensors").read_bytes()[:1000])
+    service = Service(private_db)
+    launcher.api(service)
+    worker = launcher.worker(service, checkpoint=broken)
+    assert wait_until(lambda: worker.popen.poll() is not None, 120, "the worker to give up")
+    assert worker.popen.returncode == 1
+    health = service.get("/health")
+    assert health.status_code == 503 and "startup failed" in health.json()["detail"]
+    assert "/" not in health.json()["detail"]
