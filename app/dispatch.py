@@ -51,8 +51,7 @@ class Dispatcher:
         job_id = str(uuid.uuid4())
         if record:
             self._record(job_id, {"kind": "job", "model": payload["model"]})
-        self.celery.send_task(contract.TASK_DECIDE, args=[payload], task_id=job_id,
-                              queue=contract.queue_name(payload["model"]))
+        self._send(contract.TASK_DECIDE, payload, job_id, payload["model"])
         return job_id
 
     def wait(self, job_id: str, model: str, timeout_s: float) -> dict:
@@ -86,8 +85,7 @@ class Dispatcher:
         """Enqueue a batch ({"model", "questions", "states"} or {"requests"}) on its model's queue."""
         batch_id = str(uuid.uuid4())
         self._record(batch_id, {"kind": "batch", "model": model, "total": total})
-        self.celery.send_task(contract.TASK_DECIDE_BATCH, args=[batch], task_id=batch_id,
-                              queue=contract.queue_name(model))
+        self._send(contract.TASK_DECIDE_BATCH, batch, batch_id, model)
         return batch_id
 
     def batch(self, batch_id: str, *, offset: int, limit: int) -> dict:
@@ -118,6 +116,14 @@ class Dispatcher:
         return {k.decode(): float(v) for k, v in self.redis.hgetall(contract.executor_metrics_key(model)).items()}
 
     # --- helpers ---
+
+    def _send(self, task: str, argument: dict, job_id: str, model: str) -> None:
+        """Enqueue `task(argument)` as `job_id`; if that fails, no record is left claiming a queued job."""
+        try:
+            self.celery.send_task(task, args=[argument], task_id=job_id, queue=contract.queue_name(model))
+        except Exception:
+            self.redis.delete(contract.job_key(job_id))
+            raise
 
     def _record(self, job_id: str, record: dict) -> None:
         self.redis.set(contract.job_key(job_id), json.dumps({**record, "created_at": time.time()}),
