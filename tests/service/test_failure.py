@@ -6,7 +6,10 @@ import os
 import shutil
 import signal
 
+from celery import Celery
+
 from service.helpers import NOUL, Service, assert_same_answers, request_body, wait_until
+from worker import contract
 
 PAYLOAD = request_body("Please refund the duplicate charge.", refund=NOUL)
 
@@ -79,9 +82,13 @@ def test_a_checkpoint_that_does_not_load_stops_the_worker_and_health_says_why(pr
     (broken / "model.safetensors").write_bytes((checkpoint / "model.safetensors").read_bytes()[:1000])
     service = Service(private_db)
     launcher.api(service)
+    celery = Celery("test")
+    celery.conf.update(contract.celery_config(private_db))
+    celery.send_task(contract.TASK_DECIDE, args=[PAYLOAD], queue=contract.queue_name("english"))  # accepted earlier
     worker = launcher.worker(service, checkpoint=broken)
     assert wait_until(lambda: worker.popen.poll() is not None, 120, "the worker to give up")
     assert worker.popen.returncode == 1
+    assert service.redis().llen(contract.queue_name("english")) == 1  # the job waits for a worker that starts
     health = service.get("/health")
     assert health.status_code == 503 and "startup failed" in health.json()["detail"]
     assert "/" not in health.json()["detail"]
