@@ -45,6 +45,8 @@ def build(out: Path, *, tile_config: str, jobs: int, model: ModelDims, arch: str
 
     out.mkdir(parents=True, exist_ok=True)
     (out / SOURCES).mkdir(exist_ok=True)
+    for stale in (out / SOURCES).glob("*.cu"):
+        stale.unlink()
     specs = kernels(tile_config, model)
     entries: dict[str, EntryPoint] = {}
     jobs_to_compile = []  # (source, fast_math, nvcc flags, symbols to keep)

@@ -22,13 +22,17 @@ SHAPES = {
 
 TILE_CONFIGS = {
     "original": {name: dict(block_M=32, threads=128) for name in SHAPES},
-    # 8 tokens per block: 16 tokens already make 2 blocks, 8192 tokens 1024 blocks.
-    "optimized": {name: dict(block_M=8, threads=256) for name in SHAPES},
+    # 2 tokens per block (8 KB of q|k in shared memory): 16 tokens already make 8 blocks.
+    "optimized": {name: dict(block_M=2, threads=256) for name in SHAPES},
 }
 
 
 def rope(H, Dh, max_len, *, tables, block_M=32, threads=128):
-    """Rotate q and k of every token in place; see the module docstring for the two variants."""
+    """Rotate q and k of every token in place; see the module docstring for the two variants.
+
+    A block stages its rows' q|k columns in shared memory, so that every global load is issued
+    before any store to the same buffer, and computes each row's cos/sin once for all heads.
+    """
     M = T.dynamic("M")
     half = Dh // 2
     n_pairs = 2 * H * half  # (q|k, head, d < half) triples, one per rotated pair
@@ -36,20 +40,27 @@ def rope(H, Dh, max_len, *, tables, block_M=32, threads=128):
     @T.macro
     def rotate(QKV, L, Cos, Sin, InvFreq):
         with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:  # bx: block of tokens
+            QK_shared = T.alloc_shared((block_M, 2 * H * Dh), dtype)
+            cos_shared = T.alloc_shared((block_M, Dh), accum_dtype)
+            sin_shared = T.alloc_shared((block_M, Dh), accum_dtype)
+            T.copy(QKV[bx * block_M, 0], QK_shared)
+            for i, d in T.Parallel(block_M, Dh):
+                pos = (bx * block_M + i) % L
+                if tables:
+                    cos_shared[i, d] = Cos[pos, d]
+                    sin_shared[i, d] = Sin[pos, d]
+                else:
+                    angle = T.cast(pos, accum_dtype) * InvFreq[d % half]
+                    cos_shared[i, d] = T.cos(angle)
+                    sin_shared[i, d] = T.sin(angle)
             for i, p in T.Parallel(block_M, n_pairs):
-                m = bx * block_M + i
                 d = p % half
                 c0 = (p // half) * Dh + d  # column of the first element of the pair; its partner is + half
-                if m < M:
-                    x0 = T.cast(QKV[m, c0], accum_dtype)
-                    x1 = T.cast(QKV[m, c0 + half], accum_dtype)
-                    if tables:
-                        QKV[m, c0] = T.cast(x0 * Cos[m % L, d] - x1 * Sin[m % L, d], dtype)
-                        QKV[m, c0 + half] = T.cast(x1 * Cos[m % L, d + half] + x0 * Sin[m % L, d + half], dtype)
-                    else:
-                        angle = T.cast(m % L, accum_dtype) * InvFreq[d]
-                        QKV[m, c0] = T.cast(x0 * T.cos(angle) - x1 * T.sin(angle), dtype)
-                        QKV[m, c0 + half] = T.cast(x1 * T.cos(angle) + x0 * T.sin(angle), dtype)
+                x0 = T.cast(QK_shared[i, c0], accum_dtype)
+                x1 = T.cast(QK_shared[i, c0 + half], accum_dtype)
+                QK_shared[i, c0] = T.cast(x0 * cos_shared[i, d] - x1 * sin_shared[i, d], dtype)
+                QK_shared[i, c0 + half] = T.cast(x1 * cos_shared[i, d + half] + x0 * sin_shared[i, d + half], dtype)
+            T.copy(QK_shared, QKV[bx * block_M, 0])
 
     if tables:
 

@@ -1,0 +1,124 @@
+"""A real bundle built on a machine with nvcc and no GPU: library, manifest, tables, verify, tampering."""
+
+import subprocess
+
+import pytest
+
+from bundle.export_tables import TABLE_FILES
+from bundle.manifest import LIBRARY, MANIFEST, TABLES_JSON, Manifest
+from bundle.verify import main as verify_main
+from bundle.verify import verify
+from worker.checkpoint import ARTIFACTS
+
+pytestmark = pytest.mark.slow
+
+ENTRY_POINTS = {
+    "gemm_qkv_bf16", "gemm_attn_out_bf16", "gemm_geglu_bf16", "gemm_mlp_out_bf16", "gemm_head_qkv_bias_bf16",
+    "gemm_head_out_bias_bf16", "gemm_head_ffn1_bias_relu_bf16", "gemm_head_ffn2_bias_bf16",
+    "embed_norm_bf16", "add_norm_bf16", "add_norm_bias_bf16", "norm_bias_bf16", "type_add_norm_bias_bf16",
+    "residual_add_f32", "rope_fp32_bf16", "rope_table_bf16", "attn_fwd_global_bf16", "attn_fwd_local_bf16",
+}
+
+
+def test_build_writes_every_entry_point(built_bundle):
+    from bundle.nvcc import exported_symbols
+
+    m = Manifest.read(built_bundle)
+    assert set(m.entries) == ENTRY_POINTS
+    assert m.tile_config == "optimized" and m.arch == "sm_90a"
+    assert m.versions["tilelang"] == "0.1.14" and m.versions["nvcc"]
+    exported = exported_symbols(built_bundle / LIBRARY)
+    for entry in m.entries.values():
+        for tier in entry.tiers:
+            assert {tier.init, tier.call, tier.last_error} <= exported
+            assert (built_bundle / "src" / f"{tier.symbol}.cu").is_file()
+
+
+def test_library_needs_no_driver_and_no_tilelang(built_bundle):
+    dynamic = subprocess.run(["objdump", "-p", str(built_bundle / LIBRARY)], capture_output=True, text=True,
+                             check=True).stdout
+    needed = {line.split()[1] for line in dynamic.splitlines() if line.strip().startswith("NEEDED")}
+    assert not {n for n in needed if "cuda" in n or "tvm" in n or "tilelang" in n}, needed
+
+
+def test_kernel_code_is_hopper_code(built_bundle):
+    source = (built_bundle / "src" / "laya_gemm_qkv_bf16_t2.cu").read_text()
+    assert "wgmma" in source and "CUtensorMap" in source
+
+
+def test_verify_accepts_an_untouched_bundle(bundle_copy, capsys):
+    bundle, checkpoint = bundle_copy
+    assert verify(bundle, checkpoint) == []
+    assert verify_main(checkpoint=checkpoint, bundle=bundle) == 0
+
+
+def test_tables_and_their_record(exported_bundle):
+    import json
+
+    described = json.loads((exported_bundle / TABLES_JSON).read_text())
+    assert described["shape"] == [512, 64] and described["rounding_dtype"] == "bfloat16"
+    assert set(described["files"]) == set(TABLE_FILES.values())
+    assert set(described["checkpoint"]) == set(ARTIFACTS)
+    for name in TABLE_FILES.values():
+        assert (exported_bundle / name).stat().st_size == 512 * 64 * 4
+
+
+TAMPERED = [MANIFEST, LIBRARY, TABLES_JSON, *TABLE_FILES.values()]
+
+
+@pytest.mark.parametrize("name", TAMPERED + [f"checkpoint:{a}" for a in ARTIFACTS])
+def test_one_changed_byte_is_refused_naming_the_file(bundle_copy, name, capsys):
+    bundle, checkpoint = bundle_copy
+    path = checkpoint / name.split(":", 1)[1] if name.startswith("checkpoint:") else bundle / name
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    path.write_bytes(raw)
+    found = verify(bundle, checkpoint)
+    assert found, f"a changed byte in {path} went unnoticed"
+    assert any(m.file.startswith(str(path)) for m in found), [str(m) for m in found]
+    assert verify_main(checkpoint=checkpoint, bundle=bundle) == 1
+    assert str(path) in capsys.readouterr().err
+
+
+def test_missing_file_is_refused(bundle_copy):
+    bundle, checkpoint = bundle_copy
+    (bundle / "rope_local_sin.f32").unlink()
+    assert [str(m) for m in verify(bundle, checkpoint)] == [f"{bundle / 'rope_local_sin.f32'}: missing"]
+
+
+def test_bundle_without_tables_is_refused(built_bundle, tiny_checkpoint):
+    found = verify(built_bundle, tiny_checkpoint)
+    assert any("export-tables" in m.problem for m in found)
+
+
+def test_checkpoint_of_other_dimensions_is_refused(bundle_copy, tmp_path):
+    from worker.synthesize import synthesize
+
+    bundle, _ = bundle_copy
+    other = synthesize(tmp_path / "alt", size="tiny-alt", seed=0)
+    found = verify(bundle, other)
+    assert any("compiled for" in m.problem and "encoder/config.json" in m.file for m in found)
+
+
+def test_loader_refuses_a_changed_library_before_loading(bundle_copy):
+    from bundle.loader import BundleError, Kernels
+
+    bundle, _ = bundle_copy
+    path = bundle / LIBRARY
+    raw = bytearray(path.read_bytes())
+    raw[-100] ^= 0x01
+    path.write_bytes(raw)
+    with pytest.raises(BundleError, match=LIBRARY):
+        Kernels(bundle)
+
+
+def test_loader_resolves_every_symbol_and_init_needs_a_gpu(exported_bundle):
+    import torch
+
+    from bundle.loader import KernelError, Kernels
+
+    kernels = Kernels(exported_bundle)  # opens the library and resolves every symbol, no CUDA call
+    assert set(dir(kernels)) >= ENTRY_POINTS
+    if not torch.cuda.is_available():
+        with pytest.raises(KernelError, match="_init"):
+            kernels.init()
