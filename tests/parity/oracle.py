@@ -106,8 +106,11 @@ def expected_many(agent, payloads: list) -> list[str | None]:
             internal = {qid: agent._to_internal(payload["questions"][qid]) for qid in ids}
             packed.append((len(results) - 1, ids, internal, agent._encode_state(payload["state"], ids, internal)))
     if packed:
+        import torch
+
         batch = collate_items([items for *_, items in packed], agent.tok.pad_token_id)
-        logits, act = agent._forward(batch)
+        with torch.no_grad():  # as in predict_batch
+            logits, act = agent._forward(batch)
         row = 0
         for index, ids, internal, items in packed:
             answers = agent._decode_answers(logits, act, items, ids, internal, row)
