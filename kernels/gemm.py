@@ -27,11 +27,12 @@ SHAPES = {
 _ORIGINAL_GEMM = dict(max_m=None, block_M=64, block_N=128, block_K=64, num_stages=3, threads=128)
 _ORIGINAL_GEGLU = dict(max_m=None, block_M=64, block_N=64, block_K=64, num_stages=3, threads=128)
 
-# H200 has 132 SMs. Three tiers, from the first timings (H200, 2026-12-02, docs/kernels.md): M <= 128
-# (one-question inputs): a 64-row tile and N tiles narrow enough for about one tile per SM; M <= 1024:
-# 64 x 64/128 tiles, still enough tiles to fill the SMs; larger M: 128 x 256 (128 x 128 for GeGLU's two
-# accumulators) with a 4-stage pipeline and two consumer warpgroups.
-_SMALL = dict(max_m=128, block_M=64, block_K=64, num_stages=4, threads=128)
+# H200 has 132 SMs. Three tiers, from the first timings (H200, 2026-12-02, docs/kernels.md):
+# - M <= 128 (one-question inputs, weight-read bound): a 64-row tile, N tiles narrow enough for about one
+#   tile per SM, and 128-deep K steps so that each SM keeps more weight bytes in flight;
+# - M <= 1024: 64 x 64/128 tiles, still enough tiles to fill the SMs;
+# - larger M: 128 x 256 (128 x 128 for GeGLU's two accumulators), 4-stage pipeline, two consumer warpgroups.
+_SMALL = dict(max_m=128, block_M=64, block_K=128, num_stages=4, threads=128)
 _MID = dict(max_m=1024, block_M=64, block_K=64, num_stages=4, threads=128)
 _LARGE = dict(max_m=None, block_M=128, block_N=256, block_K=64, num_stages=4, threads=256)
 _LARGE_GEGLU = dict(max_m=None, block_M=128, block_N=128, block_K=64, num_stages=3, threads=256)
@@ -39,14 +40,14 @@ _LARGE_GEGLU = dict(max_m=None, block_M=128, block_N=128, block_K=64, num_stages
 TILE_CONFIGS = {
     "original": {name: [_ORIGINAL_GEGLU if "geglu" in name else _ORIGINAL_GEMM] for name in SHAPES},
     "optimized": {  # small-M tile counts: N / block_N
-        "gemm_qkv_bf16": [dict(_SMALL, block_N=32), dict(_MID, block_N=128), _LARGE],  # 96
-        "gemm_attn_out_bf16": [dict(_SMALL, block_N=16), dict(_MID, block_N=64), _LARGE],  # 64
+        "gemm_qkv_bf16": [dict(_SMALL, block_N=24), dict(_MID, block_N=128), _LARGE],  # 128
+        "gemm_attn_out_bf16": [dict(_SMALL, block_N=8), dict(_MID, block_N=64), _LARGE],  # 128
         "gemm_geglu_bf16": [dict(_SMALL, block_N=32), dict(_MID, block_N=64), _LARGE_GEGLU],  # 82
-        "gemm_mlp_out_bf16": [dict(_SMALL, block_N=16), dict(_MID, block_N=64), _LARGE],  # 64
-        "gemm_head_qkv_bias_bf16": [dict(_SMALL, block_N=32), dict(_MID, block_N=128), _LARGE],
-        "gemm_head_out_bias_bf16": [dict(_SMALL, block_N=16), dict(_MID, block_N=64), _LARGE],
+        "gemm_mlp_out_bf16": [dict(_SMALL, block_N=8), dict(_MID, block_N=64), _LARGE],  # 128
+        "gemm_head_qkv_bias_bf16": [dict(_SMALL, block_N=24), dict(_MID, block_N=128), _LARGE],  # 128
+        "gemm_head_out_bias_bf16": [dict(_SMALL, block_N=8), dict(_MID, block_N=64), _LARGE],  # 128
         "gemm_head_ffn1_bias_relu_bf16": [dict(_SMALL, block_N=32), dict(_MID, block_N=128), _LARGE],  # 128
-        "gemm_head_ffn2_bias_bf16": [dict(_SMALL, block_N=16), dict(_MID, block_N=64), _LARGE],
+        "gemm_head_ffn2_bias_bf16": [dict(_SMALL, block_N=8), dict(_MID, block_N=64), _LARGE],  # 128
     },
 }
 

@@ -3,7 +3,8 @@
 Every entry reads a block of rows of the stream x (fp32), writes them back where the entry changes
 the stream, and writes Y = LayerNorm(x) * W (+ Bias) in bf16 for the next GEMM:
 
-  embed_norm_bf16          x = E[Ids[m]]                     (token embeddings; X written)
+  embed_norm_bf16          x = E[Ids[m]]; X = LayerNorm(x) * W, Y = X in bf16
+                           (ModernBERT's embedding norm: the stream starts normalized)
   add_norm_bf16            x = X + R                         (encoder residual add; X written)
   add_norm_bias_bf16       x = X + R, LayerNorm with bias    (decision-head residual add)
   norm_bias_bf16           x = X                             (decision head, first layer's norm1)
@@ -43,8 +44,8 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
     M = T.dynamic("M")
 
     @T.macro
-    def norm_rows(x, W, Bias, Y, row0):
-        # x: [block_M, D] fp32 fragment, the stream rows row0.. ; writes Y rows
+    def norm_rows(x, W, Bias, Y, row0, X_out):
+        # x: [block_M, D] fp32 fragment, the stream rows row0.. ; writes Y rows (and X_out rows, fp32)
         mean = T.alloc_fragment((block_M,), accum_dtype)
         rstd = T.alloc_fragment((block_M,), accum_dtype)
         centered = T.alloc_fragment((block_M, D), accum_dtype)
@@ -60,6 +61,8 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
             v = (x[i, j] - mean[i]) * rstd[i] * W[j]
             centered[i, j] = v + Bias[j] if bias else v
         T.copy(centered, Y[row0, 0])
+        if X_out is not None:
+            T.copy(centered, X_out[row0, 0])
 
     if source == "embedding":
 
@@ -75,8 +78,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 for i, j in T.Parallel(block_M, D):
                     x[i, j] = E[Ids[T.min(bx * block_M + i, M - 1)], j]
-                T.copy(x, X[bx * block_M, 0])
-                norm_rows(x, W, None, Y, bx * block_M)
+                norm_rows(x, W, None, Y, bx * block_M, X)
 
     elif source == "type":
         R = T.dynamic("R")
@@ -97,7 +99,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
                     row = T.min(bx * block_M + i, M - 1)
                     x[i, j] = T.cast(Y[row, j], accum_dtype) + Temb[Q[row // L], j]
                 T.copy(x, X[bx * block_M, 0])
-                norm_rows(x, W, Bias, Y, bx * block_M)
+                norm_rows(x, W, Bias, Y, bx * block_M, None)
 
     elif source == "residual" and not normalize:
 
@@ -130,7 +132,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
                 for i, j in T.Parallel(block_M, D):
                     x[i, j] = x[i, j] + r[i, j]
                 T.copy(x, X[bx * block_M, 0])
-                norm_rows(x, W, Bias, Y, bx * block_M)
+                norm_rows(x, W, Bias, Y, bx * block_M, None)
 
     elif source == "residual":
 
@@ -149,7 +151,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
                 for i, j in T.Parallel(block_M, D):
                     x[i, j] = x[i, j] + r[i, j]
                 T.copy(x, X[bx * block_M, 0])
-                norm_rows(x, W, None, Y, bx * block_M)
+                norm_rows(x, W, None, Y, bx * block_M, None)
 
     else:
         assert source == "stream" and bias, (source, bias)
@@ -164,7 +166,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 T.copy(X[bx * block_M, 0], x)
-                norm_rows(x, W, Bias, Y, bx * block_M)
+                norm_rows(x, W, Bias, Y, bx * block_M, None)
 
     return main
 

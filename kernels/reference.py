@@ -13,6 +13,8 @@ import torch.nn.functional as F
 REL_BF16 = 1e-2
 # fp32 results (the residual stream) differ from the reference only by summation order.
 REL_F32 = 1e-5
+# an fp32 LayerNorm output: summation order, and rsqrt's approximation under fast math (2 ulp).
+REL_NORM_F32 = 1e-5
 
 
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
