@@ -1,7 +1,8 @@
 """`laya-worker`: the Celery worker that owns one executor (one GPU) and serves one model's queue.
 
 It runs Celery's prefork pool with one child process: the child loads the checkpoint and answers a
-real warmup request before it takes a task, then announces readiness in Redis (what /health reads).
+real warmup request, announces readiness in Redis (what /health reads), and only then does the worker
+start consuming its queue.
 Tasks are acknowledged after they finish (acks_late), one at a time (prefetch 1), and requeued if the
 child dies mid-task (reject_on_worker_lost). An executor failure stops the worker with status 1.
 `celery -A worker.celery_app worker` works too; this command adds the checks and the fixed pool.
@@ -37,8 +38,8 @@ celery = make_celery(settings)
 
 
 @worker_process_init.connect
-def _start_engine(**_: object) -> None:
-    lifecycle.start(settings)
+def _start_engine(sender: str, **_: object) -> None:
+    lifecycle.start(settings, celery, node=sender)  # sender: the worker's node name
 
 
 @worker_process_shutdown.connect
@@ -60,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"laya-worker: {e}", file=sys.stderr)
         return 2
     try:
+        # the queue is excluded at start: the pool child adds it once warm (worker.lifecycle)
         celery.worker_main(["worker", "--pool", "prefork", "--concurrency", "1", "--queues", settings.queue,
+                            "--exclude-queues", settings.queue,
                             "--hostname", f"{settings.model}.{os.getpid()}@%h", "--loglevel", args.loglevel,
                             "--without-gossip", "--without-mingle"])
     except SystemExit as e:

@@ -1,10 +1,12 @@
 """The engine of one worker process: loaded and warmed before any task runs, stopped for good when it fails.
 
-`laya-worker` runs Celery's prefork pool with one child. The child builds the engine and answers a
-real warmup in `worker_process_init`, before it tells the parent it is up, so no task reaches it
-cold; then it announces readiness in Redis. An executor failure answers that request with a 500
-envelope, marks the worker failed, and asks the parent for a warm shutdown, which acknowledges the
-answered task and exits non-zero. Tasks that reach a failed engine are requeued for another worker.
+`laya-worker` runs Celery's prefork pool with one child, and its parent starts out consuming no queue.
+The child builds the engine and answers a real warmup in `worker_process_init`, announces readiness
+in Redis, and only then asks its parent (a remote-control `add_consumer`) to consume the model's
+queue, so a warming worker holds no task that an idle one could run. A child started after a crash
+first asks the parent to stop consuming until it is warm. An executor failure answers that request
+with a 500 envelope, marks the worker failed, and asks the parent for a warm shutdown, which
+acknowledges the answered task and exits non-zero. Tasks that reach a failed engine are requeued.
 """
 
 from __future__ import annotations
@@ -31,8 +33,15 @@ FAILED = multiprocessing.Value("b", 0)
 _runtime: Runtime | None = None
 
 
-def start(settings: WorkerSettings) -> None:
-    """Load, warm up and announce this process's engine; on failure, stop the whole worker."""
+CONTROL_TIMEOUT_S = 5.0  # how long to wait for the parent to confirm it consumes the queue
+CONTROL_TRIES = 6
+
+
+def start(settings: WorkerSettings, celery, node: str) -> None:
+    """Load, warm up and announce this process's engine, then let the parent `node` consume its queue.
+
+    On failure, stop the whole worker.
+    """
     global _runtime
     from redis import Redis
 
@@ -40,10 +49,12 @@ def start(settings: WorkerSettings) -> None:
     heartbeat = Heartbeat(redis, model=settings.model, node=f"{socket.gethostname()}:{os.getpid()}",
                           ttl_s=settings.heartbeat_ttl_s, info={"pid": os.getpid()})
     try:
+        celery.control.cancel_consumer(settings.queue, destination=[node], reply=False)  # if after a crash
         engine = _load_engine(settings)
         heartbeat.record["executor"] = engine.executor.name
         _runtime = Runtime(settings, engine, redis, heartbeat)
         heartbeat.start()
+        _consume(celery, settings.queue, node)
     except Exception as e:
         log.exception("laya worker: the engine did not start")
         with contextlib.suppress(Exception):  # Redis may be what failed
@@ -51,6 +62,15 @@ def start(settings: WorkerSettings) -> None:
         _stop_worker()
         os._exit(1)
     log.info("laya worker: %s executor warm, serving queue %s", engine.executor.name, settings.queue)
+
+
+def _consume(celery, queue: str, node: str) -> None:
+    """Ask the parent to consume `queue`, until it confirms."""
+    for _ in range(CONTROL_TRIES):
+        replies = celery.control.add_consumer(queue, destination=[node], reply=True, timeout=CONTROL_TIMEOUT_S)
+        if replies:
+            return
+    raise RuntimeError(f"{node} did not confirm consuming {queue} within {CONTROL_TRIES * CONTROL_TIMEOUT_S:g} s")
 
 
 def stop() -> None:

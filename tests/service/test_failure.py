@@ -1,7 +1,8 @@
-"""A native failure and a crash, each on a service of its own (own Redis database, worker and API)."""
+"""A worker's life: warmup before work, a native failure, a crash, a bad checkpoint; each on a service of its own."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -92,3 +93,25 @@ def test_a_checkpoint_that_does_not_load_stops_the_worker_and_health_says_why(pr
     health = service.get("/health")
     assert health.status_code == 503 and "startup failed" in health.json()["detail"]
     assert "/" not in health.json()["detail"]
+
+
+def test_a_warming_worker_takes_nothing_from_the_queue(private_db, launcher):
+    """A job already queued stays in Redis (where an idle worker could take it) until this worker is ready."""
+    service = Service(private_db)
+    celery = Celery("test")
+    celery.conf.update(contract.celery_config(private_db))
+    job = celery.send_task(contract.TASK_DECIDE, args=[PAYLOAD], queue=contract.queue_name("english"))
+    redis = service.redis()
+    launcher.worker(service)
+    samples = []  # (queue depth, a worker is ready), in time order
+
+    def ready_and_drained() -> bool:
+        records = [redis.get(key) for key in redis.smembers(contract.WORKERS_KEY)]
+        ready = any(r is not None and json.loads(r)["state"] == "ready" for r in records)
+        samples.append((redis.llen(contract.queue_name("english")), ready))
+        return ready and samples[-1][0] == 0
+
+    wait_until(ready_and_drained, 180, "the worker to warm up and take the job", interval_s=0.05)
+    first_drained = next(i for i, (depth, _) in enumerate(samples) if depth == 0)
+    assert first_drained > 0 and samples[first_drained][1]  # the queue kept the job all through the warmup
+    assert job.get(timeout=60)["ok"]
