@@ -70,6 +70,21 @@ def oracle_result(agent, payload) -> dict | None:
         return None
 
 
+def reference_accepts(agent, payload) -> bool:
+    """Whether laya would answer a structurally sound payload: `predict_batch`'s own checks, tokenization and
+    row building (everything before the forward pass, which is where it rejects), without the forward pass."""
+    payload = wire(payload)
+    questions = payload["questions"]
+    try:
+        for qid in questions:
+            agent._check_question(qid, questions[qid])
+        internal = {qid: agent._to_internal(questions[qid]) for qid in questions}
+        agent._encode_state(payload["state"], list(questions), internal)
+    except Exception:
+        return False
+    return True
+
+
 def expected(agent, payload) -> str | None:
     """The JSON text the engine must return for `payload`, or None where it must answer 422."""
     if structural_reject(payload) is not None:
@@ -144,7 +159,8 @@ def _is_json(payload) -> bool:
 
 
 def describe(payload, limit: int = 2000) -> str:
-    text = json.dumps(payload, ensure_ascii=False)
+    # lone surrogates (valid JSON escapes, not valid UTF-8) are shown escaped, so a report can be printed
+    text = json.dumps(payload, ensure_ascii=False).encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 
 

@@ -190,7 +190,18 @@ def _overflowing_choice(n: int, seed: int) -> dict:
     return {"type": "choice", "instructions": "pick one", "criteria": options}
 
 
+# A lone surrogate ("\ud800") is a valid JSON escape but not a character: the tokenizer refuses it, so the
+# reference rejects any question that has one in a text it tokenizes (and any state holding one).
+surrogates = st.text(alphabet=st.characters(categories=["Cs"]), min_size=1, max_size=2)
+with_surrogate = st.builds(lambda a, s, b: f"{a}{s}{b}", short_texts, surrogates, short_texts)
+
 invalid_questions = st.one_of(
+    # a lone surrogate in a text the reference tokenizes
+    st.fixed_dictionaries({"type": st.just("noul"), "instructions": with_surrogate}),
+    st.builds(lambda t: {"type": "choice", "instructions": "x", "criteria": ["a", t]}, with_surrogate),
+    st.builds(lambda t: {"type": "choice", "instructions": "x", "criteria": {"a": t}}, with_surrogate),
+    st.builds(lambda t: {"type": "score", "instructions": "x", "criteria": ["a", {"d": t}]}, with_surrogate),
+    st.builds(lambda t: {"type": "noul", "instructions": "x", "labels": {"false": t, "true": "y"}}, with_surrogate),
     # not a question at all
     st.one_of(texts, st.integers(), st.none(), st.lists(texts, max_size=2)),
     # unknown or missing type (a list type is unhashable: the reference raises TypeError, still a rejection)
@@ -208,9 +219,13 @@ invalid_questions = st.one_of(
     ),
     # choice criteria of the wrong shape, empty, or a list holding a non-string
     st.fixed_dictionaries(
-        {"type": st.just("choice"), "instructions": texts},
-        optional={"criteria": st.one_of(st.none(), texts, st.integers(), st.booleans(), st.just({}), st.just([]))},
+        {
+            "type": st.just("choice"),
+            "instructions": texts,
+            "criteria": st.one_of(st.just({}), st.just([]), st.none(), texts, st.integers(), st.booleans()),
+        },
     ),
+    st.fixed_dictionaries({"type": st.sampled_from(["choice", "score"]), "instructions": texts}),  # no criteria
     st.builds(
         lambda head, bad, tail: {"type": "choice", "instructions": "x", "criteria": [*head, bad, *tail]},
         st.lists(short_texts, max_size=2),
@@ -221,11 +236,12 @@ invalid_questions = st.one_of(
     ),
     # score criteria not a non-empty list
     st.fixed_dictionaries(
-        {"type": st.just("score"), "instructions": texts},
-        optional={
+        {
+            "type": st.just("score"),
+            "instructions": texts,
             "criteria": st.one_of(
-                st.none(), texts, st.integers(), st.just([]), st.dictionaries(texts, texts, max_size=3)
-            )
+                st.dictionaries(texts, texts, max_size=3), st.none(), texts, st.integers(), st.just([])
+            ),
         },
     ),
     # noul criteria not a dict, or keyed other than true/false
@@ -263,6 +279,10 @@ invalid_questions = st.one_of(
         }
     ),
     st.fixed_dictionaries({"type": st.just("noul"), "instructions": texts, "labels": bad_labels}),
+    st.builds(
+        lambda s: {"type": "noul", "instructions": "x", "labels": {"false": f"\t{s}", "true": f"{s}\u3000"}},
+        label_texts.filter(str.strip),
+    ),  # labels equal once stripped
     # options that overflow the head budget, so markers fall past max_len
     st.builds(_overflowing_choice, st.integers(140, 260), st.integers(0, 2**16)),
 )

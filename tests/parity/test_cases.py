@@ -11,7 +11,16 @@ import json
 
 import pytest
 
-from .oracle import EMPTY_RESPONSE, MAX_MARKERS, assert_parity, expected, oracle_result, ours, wire
+from .oracle import (
+    EMPTY_RESPONSE,
+    MAX_MARKERS,
+    assert_parity,
+    expected,
+    oracle_result,
+    ours,
+    reference_accepts,
+    wire,
+)
 from .strategies import MASK, WORDS
 
 HEAD_MAX_LEN = 192  # rl_agent_config.json of the synthesized checkpoints
@@ -52,8 +61,9 @@ def check(pair, payload) -> dict:
 
 def check_rejected(pair, payload, *, by_reference: bool = True):
     """The engine answers 422; `by_reference` says whether laya itself rejects it (else only the limits do)."""
-    assert (oracle_result(pair.oracle, payload) is None) == by_reference, "premise: who rejects this request"
-    assert expected(pair.oracle, payload) is None
+    assert reference_accepts(pair.oracle, payload) != by_reference, "premise: who rejects this request"
+    if by_reference:
+        assert oracle_result(pair.oracle, payload) is None
     assert ours(pair.engine, payload) is None, "engine answered a request that must be a 422"
 
 
@@ -108,6 +118,49 @@ def test_single_option_choice(pair):
                 "score": {"type": "score", "instructions": "One level", "criteria": ["the only level"]},
             },
         },
+    )
+
+
+def _exact_words(tok, n: int, salt: int = 0) -> str:
+    """A text of exactly `n` tokens after a leading space (one single-token word each)."""
+    pool = single_token_words(tok, 100)
+    text = " ".join(pool[(salt + 3 * i) % 100] for i in range(n))
+    assert n_tokens(tok, " " + text) == n
+    return text
+
+
+@pytest.mark.parametrize(("lengths", "cut"), [((48, 42, 41, 41), False), ((48, 42, 42, 41), True)])
+def test_per_option_budget_boundary(pair, lengths, cut):
+    """Options of 176 row tokens leave a budget of exactly 16: no cut. At 177 each option is cut to 44 tokens
+    (cutting the first option at 176 changes its probabilities, so an off-by-one cannot pass)."""
+    options = [_exact_words(pair.tok, n, salt=i) for i, n in enumerate(lengths)]
+    assert sum(1 + n for n in lengths) == HEAD_MAX_LEN - 16 + int(cut)
+    check(
+        pair,
+        {
+            "state": words(30),
+            "questions": {
+                "list": {"type": "choice", "instructions": words(40), "criteria": options},
+                "dict": {"type": "choice", "instructions": words(40), "criteria": dict.fromkeys(options, "")},
+            },
+        },
+    )
+
+
+@pytest.mark.parametrize("state", ["a short state", [{"role": "user", "content": "left-truncated to nothing"}]])
+def test_last_marker_at_max_len_minus_one_is_answered(pair, state):
+    """168 options of 3 row tokens after a 10-token head: the last marker sits at 511, the row is cut at 512
+    and no room is left for the state (a conversation's left cut must then keep none of it)."""
+    options = two_token_options(pair.tok, 168)
+    check(
+        pair, {"state": state, "questions": {"q": {"type": "choice", "instructions": words(60), "criteria": options}}}
+    )
+
+
+def test_a_marker_at_max_len_is_rejected(pair):
+    options = two_token_options(pair.tok, 169)
+    check_rejected(
+        pair, {"state": "x", "questions": {"q": {"type": "choice", "instructions": words(60), "criteria": options}}}
     )
 
 
@@ -452,6 +505,38 @@ def test_a_rejected_question_is_named_in_the_error(pair, name):
     assert info.value.field is not None and "bad-q" in info.value.field, f"field {info.value.field!r}"
 
 
+LONE = "\ud800"  # a valid JSON escape ("\\ud800") that is not a character: the tokenizer refuses it
+SURROGATE_PAYLOADS = {
+    "state": {"state": f"a {LONE} b", "questions": {"q": _Q}},
+    "state object key": {"state": {LONE: 1}, "questions": {"q": _Q}},
+    "conversation turn": {"state": [{"role": "user", "content": LONE}], "questions": {"q": _Q}},
+    "instructions": {"state": "x", "questions": {"q": {"type": "noul", "instructions": f"why {LONE}"}}},
+    "instructions object": {"state": "x", "questions": {"q": {"type": "noul", "instructions": {"k": LONE}}}},
+    "choice label": {"state": "x", "questions": {"q": {"type": "choice", "instructions": "x", "criteria": [LONE]}}},
+    "choice description": {
+        "state": "x",
+        "questions": {"q": {"type": "choice", "instructions": "x", "criteria": {"a": LONE, "b": None}}},
+    },
+    "score level": {"state": "x", "questions": {"q": {"type": "score", "instructions": "x", "criteria": ["a", LONE]}}},
+    "noul criterion": {
+        "state": "x",
+        "questions": {"q": {"type": "noul", "instructions": "x", "criteria": {"true": LONE}}},
+    },
+    "noul label": {"state": "x", "questions": {"q": {**_Q, "labels": {"false": LONE, "true": "y"}}}},
+}
+
+
+@pytest.mark.parametrize("where", list(SURROGATE_PAYLOADS))
+def test_a_lone_surrogate_in_a_tokenized_text_is_a_422(pair, where):
+    """The reference's tokenizer raises on it, so laya rejects the request; the engine must answer 422, not fail."""
+    check_rejected(pair, SURROGATE_PAYLOADS[where])
+
+
+def test_a_lone_surrogate_in_a_question_id_is_answered(pair):
+    """Question ids are echoed, never tokenized: the reference answers."""
+    check(pair, {"state": "x", "questions": {LONE: _Q, f"b{LONE}": _Q}})
+
+
 REJECTED_PAYLOADS = {
     "a list": [{"state": "x", "questions": {}}],
     "a string": "hello",
@@ -481,3 +566,43 @@ def test_model_english_may_be_given_or_omitted(pair):
     questions = {"q": _Q}
     with_model = check(pair, {"model": "english", "state": "x", "questions": questions})
     assert check(pair, {"state": "x", "questions": questions}) == with_model
+
+
+# ------------------------------------------------------------------------------------- batch scoring
+
+
+def test_decide_many_of_nothing(pair):
+    assert pair.engine.decide_many([]) == []
+
+
+def test_decide_many_past_one_forward_pass(pair):
+    """More rows than one forward pass holds: the engine packs payloads in order, up to MAX_BATCH_ROWS rows per
+    pass (its documented policy), and each pass must score exactly as laya scores those rows packed together.
+    Errors and empty payloads answer in place without taking a row."""
+    from worker.engine import MAX_BATCH_ROWS
+
+    from .oracle import expected_many
+
+    payloads = [{"state": f"ticket {i}: {words(40 * i, offset=i)}", "questions": _mixed_questions(4)} for i in range(6)]
+    payloads.insert(2, {"state": "x", "questions": {"bad": {"type": "choice", "instructions": "x", "criteria": []}}})
+    payloads.insert(4, {"state": "x", "questions": {}})
+    payloads.append({"state": "x", "questions": _mixed_questions(17)})
+    groups, rows = [[]], 0
+    for index, payload in enumerate(payloads):
+        n = len(payload["questions"]) if expected(pair.oracle, payload) is not None else 0
+        if n and rows + n > MAX_BATCH_ROWS:
+            groups.append([])
+            rows = 0
+        groups[-1].append(index)
+        rows += n
+    assert len(groups) > 1, "premise: the payloads need more than one forward pass"
+    want: dict[int, str | None] = {}
+    for group in groups:
+        want.update(zip(group, expected_many(pair.oracle, [payloads[i] for i in group]), strict=True))
+    got = pair.engine.decide_many([wire(p) for p in payloads])
+    assert len(got) == len(payloads)
+    for index, result in enumerate(got):
+        if want[index] is None:
+            assert result.get("status") == 422 and result.get("error") == "validation", result
+        else:
+            assert json.dumps(result) == want[index], f"payload {index} differs"

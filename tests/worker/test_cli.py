@@ -44,21 +44,18 @@ def oracle(tiny_checkpoint):
         return laya.Agent(str(tiny_checkpoint), device="cpu")
 
 
-def run_lines(checkpoint, lines: list[str]) -> tuple[list[dict], subprocess.CompletedProcess]:
+def run_lines(checkpoint, lines: list[str | bytes]) -> tuple[list[dict], subprocess.CompletedProcess]:
+    """Feed `lines` to `laya-run CHECKPOINT` and parse every line it prints (which must be UTF-8 JSON)."""
     assert LAYA_RUN.is_file(), f"{LAYA_RUN} is not installed (pip install -e .)"
-    proc = subprocess.run(
-        [str(LAYA_RUN), str(checkpoint)],
-        input="".join(line + "\n" for line in lines),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return [json.loads(line) for line in proc.stdout.splitlines()], proc
+    data = b"".join((line if isinstance(line, bytes) else line.encode()) + b"\n" for line in lines)
+    proc = subprocess.run([str(LAYA_RUN), str(checkpoint)], input=data, capture_output=True, timeout=300)
+    out = proc.stdout.decode("utf-8")  # strict: a response that is not UTF-8 is not JSON text
+    return [json.loads(line) for line in out.splitlines()], proc
 
 
 def test_answers_equal_the_reference(tiny_checkpoint, oracle):
     responses, proc = run_lines(tiny_checkpoint, [json.dumps(r) for r in REQUESTS])
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     assert len(responses) == len(REQUESTS)
     for request, response in zip(REQUESTS, responses, strict=True):
         want = oracle.predict(request["state"], request["questions"])
@@ -76,8 +73,8 @@ def test_errors_are_answered_and_the_process_goes_on(tiny_checkpoint, oracle):
         json.dumps(REQUESTS[0]),
     ]
     responses, proc = run_lines(tiny_checkpoint, lines)
-    assert proc.returncode == 0, proc.stderr
-    assert len(responses) == len(lines), proc.stdout
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    assert len(responses) == len(lines), proc.stdout.decode(errors="replace")
     statuses = [r.get("status") for r in responses]
     assert statuses == [422, 400, 422, 422, 422, 422, None]
     assert responses[1]["error"] == "bad_request"
@@ -86,6 +83,39 @@ def test_errors_are_answered_and_the_process_goes_on(tiny_checkpoint, oracle):
     assert "bad" in responses[0].get("field", ""), "a 422 names the offending question"
     want = oracle.predict(REQUESTS[0]["state"], REQUESTS[0]["questions"])
     assert json.dumps(responses[-1]) == json.dumps(want)
+
+
+# Lines Python's json module cannot turn into a request, or whose texts the tokenizer refuses. Each must get one
+# error line (400: not JSON text; 422: not a request laya answers) and the next line must still be answered.
+BAD_LINES = {
+    "a lone surrogate in the state": (json.dumps({"state": "a \ud800 b", "questions": {"q": NOUL}}).encode(), {422}),
+    "bytes that are not UTF-8": (
+        b'{"state": "\xff\xfe", "questions": {"q": {"type": "noul", "instructions": "x"}}}',
+        {400, 422},
+    ),
+    "nesting past the JSON parser's recursion limit": (b"[" * 100_000 + b"]" * 100_000, {400, 422}),
+    "an integer past Python's digit limit": (b'{"state": ' + b"1" * 5000 + b', "questions": {}}', {400, 422}),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_LINES))
+def test_a_line_that_breaks_parsing_or_tokenizing_gets_an_error_line(tiny_checkpoint, oracle, name):
+    line, statuses = BAD_LINES[name]
+    responses, proc = run_lines(tiny_checkpoint, [line, json.dumps(REQUESTS[0])])
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    assert len(responses) == 2
+    assert responses[0].get("status") in statuses, responses[0]
+    assert isinstance(responses[0].get("detail"), str)
+    want = oracle.predict(REQUESTS[0]["state"], REQUESTS[0]["questions"])
+    assert json.dumps(responses[1]) == json.dumps(want)
+
+
+def test_a_lone_surrogate_question_id_is_printed_as_json(tiny_checkpoint, oracle):
+    """The reference answers it (ids are not tokenized); the line printed must still be UTF-8 JSON."""
+    request = {"state": "x", "questions": {"\ud800": NOUL}}
+    responses, proc = run_lines(tiny_checkpoint, [json.dumps(request)])
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    assert [json.dumps(r) for r in responses] == [json.dumps(oracle.predict(request["state"], request["questions"]))]
 
 
 def test_each_answer_is_flushed_before_the_next_line_is_read(tiny_checkpoint):
