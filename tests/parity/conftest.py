@@ -50,7 +50,9 @@ def load_pair(checkpoint_dirs):
             from worker.engine import Engine
 
             checkpoint = checkpoint_dirs[size]
-            loaded[size] = Pair(size, checkpoint, load_oracle(checkpoint), Engine(checkpoint))
+            # fp32 on CPU on both sides, also on a machine with a GPU
+            engine = Engine(checkpoint, executor="reference", device="cpu")
+            loaded[size] = Pair(size, checkpoint, load_oracle(checkpoint), engine)
         return loaded[size]
 
     return load

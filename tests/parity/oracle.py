@@ -141,12 +141,16 @@ def ours(engine, payload) -> str | None:
 
     Any other exception propagates: the engine must never fail on a request in another way.
     """
+    given = wire(payload) if _is_json(payload) else copy.deepcopy(payload)
+    before = repr(given)
     try:
-        result = engine.decide(wire(payload) if _is_json(payload) else copy.deepcopy(payload))
+        result = engine.decide(given)
     except RequestError as e:
         assert e.kind == "validation", f"rejected as {e.kind!r}, expected 'validation': {e.detail}"
         assert isinstance(e.detail, str) and e.detail, "a rejection must say why"
         return None
+    finally:
+        assert repr(given) == before, "the engine changed the payload it was given"
     return json.dumps(result)
 
 

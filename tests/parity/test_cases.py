@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from . import strategies as S
 from .oracle import (
     EMPTY_RESPONSE,
     MAX_MARKERS,
@@ -258,6 +259,26 @@ def test_non_string_instructions(pair):
             },
         },
     )
+
+
+def test_non_finite_and_huge_numbers(pair):
+    """Python's json reads NaN and Infinity; laya renders them (and 100-digit integers) with json.dumps."""
+    nan, inf = float("nan"), float("inf")
+    check(
+        pair,
+        {
+            "state": {"x": nan, "y": -inf, "big": 10**100},
+            "questions": {
+                "s": {"type": "score", "instructions": {"n": nan}, "criteria": [nan, inf, 10**100, -0.0, 1e-300]},
+                "c": {"type": "choice", "instructions": "x", "criteria": {"a": nan, "b": -inf, "c": 2**64}},
+                "n": {"type": "noul", "instructions": inf, "criteria": {"true": nan}},
+            },
+        },
+    )
+
+
+def test_extra_payload_keys_are_ignored(pair):
+    check(pair, {"model": "english", "state": "x", "questions": {"q": _Q}, "id": "abc", "lang": "de", "meta": {}})
 
 
 def test_extra_question_keys_are_ignored(pair):
@@ -606,3 +627,15 @@ def test_decide_many_past_one_forward_pass(pair):
             assert result.get("status") == 422 and result.get("error") == "validation", result
         else:
             assert json.dumps(result) == want[index], f"payload {index} differs"
+
+
+def test_found_case_score_rounding_boundary_json(pair):
+    """Found by test_valid_requests on tiny-alt (see test_executor_bits.py): laya p("5") = 0.2678."""
+    criteria = [S._words(49, seed) for seed in (31, 2161, 4313, 49552, 297, 487)]
+    check(
+        pair,
+        {
+            "state": S._words(91, 464),
+            "questions": {"b": {"type": "score", "instructions": MASK * 3, "criteria": criteria}},
+        },
+    )

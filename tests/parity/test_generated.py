@@ -22,7 +22,7 @@ SETTINGS = dict(
 )
 
 
-@settings(max_examples=100, **SETTINGS)
+@settings(max_examples=150, **SETTINGS)
 @given(payload=S.requests(min_questions=1, max_questions=4))
 def test_valid_requests_answer_like_the_reference(pair, payload):
     want = assert_parity(pair.oracle, pair.engine, payload)

@@ -11,8 +11,12 @@ import warnings
 from pathlib import Path
 
 import pytest
+import torch
 
 LAYA_RUN = Path(sys.executable).with_name("laya-run")  # the console script installed with the project
+# Plain `laya-run CHECKPOINT`, as issue 2 states it; where a GPU is present, pin the fp32 CPU reference executor
+# so the answers stay comparable with laya's CPU fp32 ones.
+ARGS = ["--executor", "reference", "--device", "cpu"] if torch.cuda.is_available() else []
 LINE_TIMEOUT_S = 120  # one answer on the tiny model takes well under a second; startup loads torch
 
 NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
@@ -48,7 +52,7 @@ def run_lines(checkpoint, lines: list[str | bytes]) -> tuple[list[dict], subproc
     """Feed `lines` to `laya-run CHECKPOINT` and parse every line it prints (which must be UTF-8 JSON)."""
     assert LAYA_RUN.is_file(), f"{LAYA_RUN} is not installed (pip install -e .)"
     data = b"".join((line if isinstance(line, bytes) else line.encode()) + b"\n" for line in lines)
-    proc = subprocess.run([str(LAYA_RUN), str(checkpoint)], input=data, capture_output=True, timeout=300)
+    proc = subprocess.run([str(LAYA_RUN), str(checkpoint), *ARGS], input=data, capture_output=True, timeout=300)
     out = proc.stdout.decode("utf-8")  # strict: a response that is not UTF-8 is not JSON text
     return [json.loads(line) for line in out.splitlines()], proc
 
@@ -121,7 +125,7 @@ def test_a_lone_surrogate_question_id_is_printed_as_json(tiny_checkpoint, oracle
 def test_each_answer_is_flushed_before_the_next_line_is_read(tiny_checkpoint):
     assert LAYA_RUN.is_file()
     proc = subprocess.Popen(
-        [str(LAYA_RUN), str(tiny_checkpoint)],
+        [str(LAYA_RUN), str(tiny_checkpoint), *ARGS],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
