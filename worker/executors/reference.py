@@ -190,7 +190,9 @@ def load_model(cfg: ModelConfig, weights: dict[str, Tensor], device: torch.devic
     if unknown or missing:
         raise ValueError(f"checkpoint weights do not match the model: missing {sorted(missing)[:5]}, "
                          f"unknown {sorted(unknown)[:5]}")
-    model.load_state_dict({k: v for k, v in weights.items() if k in expected}, strict=True, assign=True)
+    # clone: safetensors hands out views at arbitrary byte offsets, and a GEMM over unaligned weights takes
+    # another code path whose float32 rounding differs from the reference's in the last bit
+    model.load_state_dict({k: v.clone() for k, v in weights.items() if k in expected}, strict=True, assign=True)
     return model.to(device=device, dtype=torch.float32).eval()
 
 
