@@ -46,7 +46,7 @@ def assert_bit_identical(pair, payload):
     np.testing.assert_array_equal(our_act, act, err_msg="act probabilities differ from laya's")
 
 
-@settings(max_examples=40, **SETTINGS)
+@settings(max_examples=80, **SETTINGS)
 @given(payload=S.requests(min_questions=1, max_questions=4))
 def test_logits_and_act_probabilities_are_bit_identical(pair, payload):
     assert_bit_identical(pair, payload)

@@ -22,14 +22,14 @@ SETTINGS = dict(
 )
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=300, **SETTINGS)
 @given(payload=S.requests(min_questions=1, max_questions=4))
 def test_valid_requests_answer_like_the_reference(pair, payload):
     want = assert_parity(pair.oracle, pair.engine, payload)
     assert want is not None, "premise: every generated valid request is answered by the reference"
 
 
-@settings(max_examples=40, **SETTINGS)
+@settings(max_examples=60, **SETTINGS)
 @given(qtype=st.sampled_from(["choice", "score", "noul"]), data=st.data())
 def test_every_question_type_alone(pair, qtype, data):
     question = data.draw({"choice": S.choice_questions, "score": S.score_questions, "noul": S.noul_questions}[qtype])
@@ -37,7 +37,7 @@ def test_every_question_type_alone(pair, qtype, data):
     assert assert_parity(pair.oracle, pair.engine, payload) is not None
 
 
-@settings(max_examples=80, **SETTINGS)
+@settings(max_examples=150, **SETTINGS)
 @given(payload=S.requests(questions=S.mixed_questions, min_questions=1, max_questions=4))
 def test_mixed_valid_and_invalid_questions(pair, payload):
     assert_parity(pair.oracle, pair.engine, payload)
@@ -60,7 +60,7 @@ def test_malformed_payloads_are_a_422(pair, payload):
     assert ours(pair.engine, payload) is None
 
 
-@settings(max_examples=25, **SETTINGS)
+@settings(max_examples=50, **SETTINGS)
 @given(payloads=st.lists(S.requests(questions=S.mixed_questions, max_questions=3), min_size=1, max_size=5))
 def test_decide_many_packs_payloads_like_the_reference(pair, payloads):
     """Batch scoring: each payload's response or 422 body, in order; the accepted payloads' rows (at most 15
@@ -78,7 +78,7 @@ def test_decide_many_packs_payloads_like_the_reference(pair, payloads):
             assert json.dumps(result) == text, f"answers differ for {describe(payload)}"
 
 
-@settings(max_examples=15, **SETTINGS)
+@settings(max_examples=25, **SETTINGS)
 @given(
     states=st.lists(S.states, min_size=2, max_size=4),
     questions=st.dictionaries(S.question_ids, S.valid_questions, min_size=1, max_size=4),
