@@ -44,6 +44,9 @@ class WireJSON(DefaultJSONProvider):
     ensure_ascii = False
     sort_keys = False  # answers keep the order of the questions
 
+    def dumps(self, obj: object, **kwargs: object) -> str:
+        return contract.wire_json(obj)
+
     def response(self, *args: object, **kwargs: object):
         body = self.dumps(self._prepare_response_obj(args, kwargs))
         return self._app.response_class(body + "\n", mimetype=self.mimetype)

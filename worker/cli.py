@@ -11,9 +11,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
-from worker.contract import ExecutorError, RequestError, error_body
+from worker.contract import ExecutorError, RequestError, error_body, wire_json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,24 +40,36 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"laya-run: {e}", file=sys.stderr)
         return 2
-    return serve_lines(engine, sys.stdin, sys.stdout)
+    return serve_lines(engine, sys.stdin.buffer, sys.stdout)
 
 
-def serve_lines(engine, lines: TextIO, out: TextIO) -> int:
-    for line in lines:
-        if not line.strip():
+def serve_lines(engine, lines: BinaryIO, out: TextIO) -> int:
+    """Answer each non-blank line of `lines` (UTF-8 bytes) with one line on `out`."""
+    for raw in lines:
+        if not raw.strip():
             continue
         try:
-            result = engine.decide(json.loads(line))
-        except json.JSONDecodeError as e:
-            result = error_body("bad_request", f"line is not JSON: {e}")
+            payload = parse_line(raw)
+            result = engine.decide(payload)
         except RequestError as e:
             result = e.to_dict()
         except ExecutorError as e:
-            print(json.dumps(error_body("executor_failure", str(e))), file=out, flush=True)
+            print(wire_json(error_body("executor_failure", str(e))), file=out, flush=True)
             return 1
-        print(json.dumps(result, ensure_ascii=False), file=out, flush=True)
+        print(wire_json(result), file=out, flush=True)
     return 0
+
+
+def parse_line(raw: bytes) -> object:
+    """One request line as JSON; RequestError (400) for bytes that are not UTF-8 JSON a parser can hold."""
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise RequestError(f"line is not UTF-8: {e.reason} at byte {e.start}", kind="bad_request") from None
+    except RecursionError:
+        raise RequestError("line is JSON nested too deeply to read", kind="bad_request") from None
+    except ValueError as e:  # JSONDecodeError, and integers longer than Python reads
+        raise RequestError(f"line is not JSON: {e}", kind="bad_request") from None
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ never loads torch.
 
 from __future__ import annotations
 
+import json
+
 TASK_DECIDE = "laya.decide"
 TASK_DECIDE_BATCH = "laya.decide_batch"
 
@@ -51,6 +53,17 @@ def error_body(kind: str, detail: str, *, field: str | None = None, **extra: obj
         body["field"] = field
     body.update(extra)
     return body
+
+
+def wire_json(obj: object) -> str:
+    """JSON text as `laya-run` and the API write it: json.dumps defaults with non-ASCII kept as UTF-8, unless
+    the object holds text UTF-8 cannot carry (a lone surrogate in a question id), which is then escaped."""
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj)
+    return text
 
 
 def ok_envelope(response: dict, timings: dict | None = None) -> dict:

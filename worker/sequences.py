@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from worker.config import QTYPES
 from worker.contract import LIMITS, RequestError
-from worker.tokenizer import Tokenizer
+from worker.tokenizer import Tokenizer, UnencodableText
 
 OPTION_MAX_TOKENS = 48  # an option's text is cut to this many tokens (its marker not counted)
 OPTION_MIN_BUDGET = 16  # below this much head room, options are cut to an equal share each
@@ -164,8 +164,10 @@ def _parse_labels(qid: str, labels: object, field: str) -> tuple[str, str]:
 def build_row(tok: Tokenizer, question: Question, state_ids: list[int], *, truncate_left: bool,
               max_len: int, head_max_len: int) -> Row:
     """One question's row; RequestError when its options do not all fit before `max_len`."""
-    head_ids = tok.encode(f"{question.qtype} question: {tok.scrub(question.instructions)}")
-    option_ids = [[tok.mask_id] + tok.encode(" " + tok.scrub(text))[:OPTION_MAX_TOKENS] for text in question.options]
+    field = f"questions.{question.qid}"
+    head_ids = _encode(tok, f"{question.qtype} question: {tok.scrub(question.instructions)}", field + ".instructions")
+    option_ids = [[tok.mask_id] + _encode(tok, " " + tok.scrub(text), field + ".criteria")[:OPTION_MAX_TOKENS]
+                  for text in question.options]
     option_budget = head_max_len - sum(len(o) for o in option_ids)
     if option_budget < OPTION_MIN_BUDGET:
         share = max(4, (head_max_len - OPTION_MIN_BUDGET) // max(1, len(option_ids)))
@@ -183,7 +185,7 @@ def build_row(tok: Tokenizer, question: Question, state_ids: list[int], *, trunc
     markers = [m for m in markers if m < max_len]
     if len(markers) != len(option_ids):
         raise RequestError(f"question {question.qid!r}: its {len(option_ids)} options do not fit in the "
-                           f"{head_max_len}-token head budget", field=f"questions.{question.qid}.criteria")
+                           f"{head_max_len}-token head budget", field=field + ".criteria")
     return Row(ids, markers, QTYPES[question.qtype])
 
 
@@ -192,4 +194,11 @@ def encode_state(tok: Tokenizer, state: object) -> tuple[list[int], bool]:
 
     A conversation (a list of turns) is cut from the left, so the newest turns survive.
     """
-    return tok.encode(tok.scrub(serialize_state(state))), isinstance(state, list)
+    return _encode(tok, tok.scrub(serialize_state(state)), "state"), isinstance(state, list)
+
+
+def _encode(tok: Tokenizer, text: str, field: str) -> list[int]:
+    try:
+        return tok.encode(text)
+    except UnencodableText as e:
+        raise RequestError(str(e), field=field) from None

@@ -8,6 +8,10 @@ from pathlib import Path
 from worker.checkpoint import TOKENIZER, TOKENIZER_CONFIG
 
 
+class UnencodableText(ValueError):
+    """Text the tokenizer cannot take: it holds a lone surrogate, which no UTF-8 text can."""
+
+
 class Tokenizer:
     """BPE tokenizer plus the special tokens a row is built from ([CLS], [SEP], [PAD], [MASK])."""
 
@@ -34,8 +38,11 @@ class Tokenizer:
         return token_id
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text`, without special tokens."""
-        return self._backend.encode(text, add_special_tokens=False).ids
+        """Token ids of `text`, without special tokens; UnencodableText for a lone surrogate."""
+        try:
+            return self._backend.encode(text, add_special_tokens=False).ids
+        except TypeError:
+            raise UnencodableText("text holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode") from None
 
     def scrub(self, text: str) -> str:
         """`text` with every literal mask token replaced by a space, so no text can forge an option marker."""
