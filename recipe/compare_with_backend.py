@@ -14,13 +14,13 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import subprocess
 import sys
 import urllib.error
 import urllib.request
-from importlib import metadata
 from pathlib import Path
+
+from recipe.provenance import versions
 
 NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
 CHOICE = {"type": "choice", "instructions": "What is the topic?",
@@ -57,7 +57,7 @@ def main(*, frontend: str, checkpoint: Path, output: Path, bundle: Path | None =
     report = {"command": sys.argv, "frontend": frontend, "executor": executor, "requests": len(payloads),
               "differences": differences, "checkpoint_sha256": _hashes(checkpoint),
               "requests_sha256": hashlib.sha256(json.dumps(payloads).encode()).hexdigest(),
-              "versions": _versions()}
+              "versions": versions(("laya-service", "torch", "celery", "flask", "gunicorn", "redis"))}
     (output / "compare.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(f"compare_with_backend: {len(payloads)} requests, {len(differences)} differ; report in {output}")
     for d in differences:
@@ -100,16 +100,6 @@ def _hashes(checkpoint: Path) -> dict[str, str]:
     from worker.checkpoint import artifact_hashes
 
     return artifact_hashes(checkpoint)
-
-
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version(), "platform": platform.platform()}
-    for package in ("laya-service", "torch", "celery", "flask", "gunicorn", "redis"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = "not installed"
-    return versions
 
 
 def cli(argv: list[str] | None = None) -> int:

@@ -13,17 +13,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 import urllib.request
-from importlib import metadata
 from pathlib import Path
+
+from recipe.provenance import versions
 
 REQUEST = {"model": "english", "state": "Please refund the duplicate charge.",
            "questions": {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}}}
 WARMUPS, SAMPLES = 20, 100
+
 
 
 def main(*, frontend: str, output: Path, api_key: str = "", warmups: int = WARMUPS, samples: int = SAMPLES) -> int:
@@ -50,22 +51,13 @@ def main(*, frontend: str, output: Path, api_key: str = "", warmups: int = WARMU
                "queue_median_ms": statistics.median(r["queue_ms"] for r in rows)}
     output.mkdir(parents=True, exist_ok=True)
     report = {"command": sys.argv, "frontend": frontend, "request": REQUEST, "warmups": warmups, "summary": summary,
-              "samples": rows, "load_average": os.getloadavg(), "cpus": os.cpu_count(), "versions": _versions()}
+              "samples": rows, "load_average": os.getloadavg(), "cpus": os.cpu_count(),
+              "versions": versions(("laya-service", "celery", "kombu", "redis", "flask", "gunicorn"))}
     (output / "samples.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"http_overhead: median {summary['overhead_median_ms']:.2f} ms (p90 {summary['overhead_p90_ms']:.2f}) "
           f"over a median engine time of {summary['engine_median_ms']:.2f} ms; load {os.getloadavg()[0]:.1f}; "
           f"in {output}")
     return 0
-
-
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version(), "platform": platform.platform()}
-    for package in ("laya-service", "celery", "kombu", "redis", "flask", "gunicorn"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = "not installed"
-    return versions
 
 
 def cli(argv: list[str] | None = None) -> int:
