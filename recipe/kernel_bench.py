@@ -97,7 +97,10 @@ def _copies(kernels: Kernels, name: str, R: int, L: int) -> int:
 
 
 def _weight_arg(entry):
-    return next((a for a in entry.args if a.name in ("W", "Wi")), None)
+    """A GEMM's weight matrix, or None for other families."""
+    if entry.family != "gemm":
+        return None
+    return next(a for a in entry.args if a.name in ("W", "Wi"))
 
 
 def make_args(kernels: Kernels, name: str, R: int, L: int, seed: int) -> list:
@@ -125,7 +128,7 @@ def make_args(kernels: Kernels, name: str, R: int, L: int, seed: int) -> list:
             t = inv_freq(10000.0, m.head_dim).cuda()
         else:
             t = torch.randn(shape, device="cuda", generator=gen).to(TORCH_DTYPES[a.dtype])
-            if a.name in ("W", "Wi"):
+            if len(shape) == 2 and a.name in ("W", "Wi"):
                 t /= shape[1] ** 0.5
         args.append(t)
     return args
