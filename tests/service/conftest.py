@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from service.helpers import REDIS_PASSWORD, Launcher, Service, free_port, wait_until
+from service.helpers import REDIS_PASSWORD, Launcher, Service, free_port, wait_for_redis
 
 _databases = itertools.count(1)  # database 0 is the main stack's
 
@@ -27,15 +27,7 @@ def redis_server(tmp_path_factory):
                               "--appendonly", "no", "--dir", str(data), "--requirepass", REDIS_PASSWORD],
                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     base = f"redis://:{REDIS_PASSWORD}@127.0.0.1:{port}"
-    import redis
-
-    def pings():
-        try:
-            return redis.Redis.from_url(base + "/0").ping()
-        except redis.ConnectionError:
-            return False
-
-    wait_until(pings, 10, "redis-server")
+    wait_for_redis(base + "/0", popen, "redis-server")
     yield base
     popen.terminate()
     popen.wait(10)

@@ -37,6 +37,21 @@ def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
     raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
 
 
+def wait_for_redis(url: str, popen: subprocess.Popen, what: str, timeout_s: float = 10) -> None:
+    """Until the redis-server `popen` started answers PING at `url`; RuntimeError if it exits first."""
+    import redis
+
+    def pings():
+        if popen.poll() is not None:
+            raise RuntimeError(f"{what} exited with {popen.returncode}")
+        try:
+            return redis.Redis.from_url(url).ping()
+        except redis.ConnectionError:
+            return False
+
+    wait_until(pings, timeout_s, what)
+
+
 @dataclass
 class Process:
     name: str

@@ -6,9 +6,8 @@ import shutil
 import subprocess
 
 import pytest
-import redis
 
-from service.helpers import NOUL, Service, free_port, request_body, wait_until
+from service.helpers import NOUL, Service, free_port, request_body, wait_for_redis
 
 PASSWORD = "tls-password"
 
@@ -30,15 +29,10 @@ def tls_redis_url(tmp_path):
                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     url = f"rediss://:{PASSWORD}@127.0.0.1:{port}/0?ssl_ca_certs={cert}"  # certificates verified against this CA
 
-    def pings():
-        if popen.poll() is not None:
-            pytest.skip("this redis-server was built without TLS")
-        try:
-            return redis.Redis.from_url(url).ping()
-        except redis.ConnectionError:
-            return False
-
-    wait_until(pings, 10, "the TLS redis-server")
+    try:
+        wait_for_redis(url, popen, "the TLS redis-server")
+    except RuntimeError:
+        pytest.skip("this redis-server was built without TLS")
     yield url
     popen.terminate()
     popen.wait(10)
