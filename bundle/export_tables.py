@@ -46,6 +46,17 @@ def rope_tables(theta: float, head_dim: int, max_len: int, device: torch.device)
     return round_through_bf16(emb.cos()), round_through_bf16(emb.sin())
 
 
+def read_tables(bundle: Path, max_len: int, head_dim: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """The exported tables of a bundle, per kind ("global", "local"): cos, sin as [max_len, head_dim] fp32."""
+    import numpy as np
+
+    def table(kind: str, fn: str) -> torch.Tensor:
+        values = np.fromfile(Path(bundle) / TABLE_FILES[(kind, fn)], dtype="<f4")
+        return torch.from_numpy(values.astype(np.float32).reshape(max_len, head_dim))
+
+    return {kind: (table(kind, "cos"), table(kind, "sin")) for kind in KINDS}
+
+
 def main(*, checkpoint: Path, out: Path, device: str | None = None) -> int:
     try:
         manifest = Manifest.read(out)

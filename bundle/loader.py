@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from bundle.manifest import LIBRARY, EntryPoint, Manifest
+from bundle.manifest import LIBRARY, MANIFEST, EntryPoint, Manifest
 from worker.checkpoint import sha256_file
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "int32": torch.int32}
@@ -47,6 +47,12 @@ class Kernels:
         for launcher in self._launchers.values():
             launcher.init()
         self.ready = True
+
+    def describe(self) -> dict:
+        """Which bundle this is: its directory, tile configuration, hashes and build versions."""
+        return {"path": str(self.bundle), "tile_config": self.manifest.tile_config,
+                "manifest_sha256": sha256_file(self.bundle / MANIFEST),
+                "library_sha256": self.manifest.library["sha256"], "versions": self.manifest.versions}
 
     def __getattr__(self, name: str) -> Launcher:
         try:
@@ -85,16 +91,21 @@ class Launcher:
 
     def __call__(self, *args) -> None:
         """Launch with the entry's arguments in manifest order (tensors and ints) on the current stream."""
+        self.bind(*args)()
+
+    def bind(self, *args) -> BoundLaunch:
+        """Check the arguments once and return a launch of them that can be repeated (or captured) cheaply.
+
+        The tensors' addresses are fixed at binding: the caller keeps them alive and in place.
+        """
         if not self._owner.ready:
             raise KernelError("Kernels.init() has not run")
         dims = self.check(args)
-        if dims.get("M", 1) == 0:
-            return
-        tier, _, call, last_error = self._calls[self._tier_index(dims.get("M", 0))]
+        m = dims.get("M", 1)
+        tier, _, call, last_error = self._calls[self._tier_index(m)]
         c_args = [a.data_ptr() if isinstance(a, torch.Tensor) else int(a) for a in args]
         c_args += [dims[d] for d in self._extra_dims]
-        if call(*c_args, torch.cuda.current_stream().cuda_stream) != 0:
-            raise KernelError(f"{self.entry.name} ({tier.symbol}): {last_error().decode(errors='replace')}")
+        return BoundLaunch(self.entry.name, tier.symbol, call, last_error, tuple(c_args), empty=m == 0)
 
     def _tier_index(self, m: int) -> int:
         for i, tier in enumerate(self.entry.tiers):
@@ -144,3 +155,19 @@ class Launcher:
             raise ValueError(f"{self.entry.name}: L={L} outside 1..{self._owner.manifest.model.max_len}")
         if M % L or ("R" in dims and dims["R"] * L != M):
             raise ValueError(f"{self.entry.name}: M={M} tokens are not {dims.get('R', 'whole')} rows of L={L}")
+
+
+class BoundLaunch:
+    """One entry point's launch with checked arguments: calling it launches on torch's current stream."""
+
+    __slots__ = ("entry", "symbol", "_call", "_last_error", "_args", "_empty")
+
+    def __init__(self, entry: str, symbol: str, call, last_error, args: tuple, *, empty: bool) -> None:
+        self.entry, self.symbol = entry, symbol
+        self._call, self._last_error, self._args, self._empty = call, last_error, args, empty
+
+    def __call__(self) -> None:
+        if self._empty:
+            return
+        if self._call(*self._args, torch.cuda.current_stream().cuda_stream) != 0:
+            raise KernelError(f"{self.entry} ({self.symbol}): {self._last_error().decode(errors='replace')}")

@@ -39,6 +39,7 @@ def main(*, checkpoint: Path, bundle: Path, output: Path, warmups: int = 5, samp
     from bundle.loader import Kernels
     from bundle.verify import verify
     from worker.engine import Engine
+    from worker.executors import ExecutorOptions
 
     output.mkdir(parents=True, exist_ok=True)
     result: dict = {"command": sys.argv, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
@@ -53,7 +54,7 @@ def main(*, checkpoint: Path, bundle: Path, output: Path, warmups: int = 5, samp
     result["verify_mismatches"] = [str(m) for m in verify(bundle, checkpoint)]
     Kernels(bundle).init()
     result["loader_init"] = "ok"
-    engine = Engine(checkpoint, device="cuda")
+    engine = Engine(checkpoint, options=ExecutorOptions(device="cuda"))
     for name, payload in REQUESTS.items():
         for _ in range(warmups):
             engine.decide(payload)

@@ -1,4 +1,5 @@
-"""What an executor receives (a Batch of rows) and returns (Outputs): no JSON, no questions."""
+"""The one contract between the engine and an executor: what an executor admits (Admits), what one
+forward pass receives (Batch: rows as the kernels consume them) and what it returns (Outputs)."""
 
 from __future__ import annotations
 
@@ -10,42 +11,63 @@ from worker.sequences import Row
 
 
 @dataclass(frozen=True)
-class Batch:
-    """Rows for one forward pass, right-padded to the longest row.
+class Admits:
+    """What one forward pass of an executor takes; the engine takes its limits from this declaration.
 
-    input_ids, attention_mask: [R, L] int64; marker_pos: [R, K] int64 (0 past a row's options);
-    marker_mask: [R, K] bool; qtype: [R] int64.
+    Rows are right-padded to the longest row's length rounded up to `token_step` (at most `max_tokens`):
+    1 keeps the reference's exact widths, a larger step makes few shapes (CUDA graph buckets).
     """
 
-    input_ids: np.ndarray
-    attention_mask: np.ndarray
+    max_rows: int
+    max_tokens: int
+    token_step: int = 1
+
+    def width(self, longest: int) -> int:
+        """The padded row length for a batch whose longest row has `longest` tokens."""
+        if not 1 <= longest <= self.max_tokens:
+            raise ValueError(f"a row of {longest} tokens; this executor admits 1 to {self.max_tokens}")
+        return min(self.max_tokens, -(-longest // self.token_step) * self.token_step)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Rows for one forward pass, in the dtypes and layout the kernels read.
+
+    ids: [R, L] int32, right-padded with the pad id to the executor's width; lengths: [R] int32 real
+    tokens per row; qtype: [R] int32; marker_pos: [R, K] int32 (0 past a row's options);
+    marker_mask: [R, K] bool.
+    """
+
+    ids: np.ndarray
+    lengths: np.ndarray
+    qtype: np.ndarray
     marker_pos: np.ndarray
     marker_mask: np.ndarray
-    qtype: np.ndarray
 
     @property
     def n_rows(self) -> int:
-        return self.input_ids.shape[0]
+        return self.ids.shape[0]
 
     @property
-    def n_tokens(self) -> int:
-        return int(self.attention_mask.sum())
+    def width(self) -> int:
+        return self.ids.shape[1]
 
     @classmethod
-    def from_rows(cls, rows: list[Row], pad_id: int) -> Batch:
-        n, width = len(rows), max(len(row.ids) for row in rows)
+    def from_rows(cls, rows: list[Row], pad_id: int, admits: Admits) -> Batch:
+        if not 1 <= len(rows) <= admits.max_rows:
+            raise ValueError(f"{len(rows)} rows; this executor admits 1 to {admits.max_rows} per forward pass")
+        n, width = len(rows), admits.width(max(len(row.ids) for row in rows))
         k = max(len(row.markers) for row in rows)
-        input_ids = np.full((n, width), pad_id, dtype=np.int64)
-        attention_mask = np.zeros((n, width), dtype=np.int64)
-        marker_pos = np.zeros((n, k), dtype=np.int64)
+        ids = np.full((n, width), pad_id, dtype=np.int32)
+        marker_pos = np.zeros((n, k), dtype=np.int32)
         marker_mask = np.zeros((n, k), dtype=bool)
         for i, row in enumerate(rows):
-            input_ids[i, : len(row.ids)] = row.ids
-            attention_mask[i, : len(row.ids)] = 1
+            ids[i, : len(row.ids)] = row.ids
             marker_pos[i, : len(row.markers)] = row.markers
             marker_mask[i, : len(row.markers)] = True
-        qtype = np.array([row.qtype for row in rows], dtype=np.int64)
-        return cls(input_ids, attention_mask, marker_pos, marker_mask, qtype)
+        lengths = np.array([len(row.ids) for row in rows], dtype=np.int32)
+        qtype = np.array([row.qtype for row in rows], dtype=np.int32)
+        return cls(ids, lengths, qtype, marker_pos, marker_mask)
 
 
 @dataclass(frozen=True)

@@ -22,24 +22,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("checkpoint", type=Path, help="checkpoint directory (the five artifacts)")
     p.add_argument("bundle", type=Path, nargs="?", help="CUDA bundle directory (for --executor cuda)")
     p.add_argument("--executor", choices=("reference", "cuda", "auto"), default="auto",
-                   help="reference: plain torch fp32; cuda: the bundle's kernels; auto: the fastest available")
+                   help="reference: plain torch fp32; cuda: the bundle's kernels on a Hopper GPU; auto (default): "
+                        "cuda when a Hopper GPU and a BUNDLE that verifies are here, else reference")
     p.add_argument("--device", help="torch device for the reference executor (default: cuda if present, else cpu)")
     p.add_argument("--model", default="english", help="the model name requests must name (default: english)")
     p.add_argument("--eager", action="store_true", help="cuda executor: launch kernels without CUDA graphs")
     p.add_argument("--original-rope", action="store_true",
                    help="cuda executor: RoPE rounded like the reference's bf16 path instead of fused fp32 math")
     args = p.parse_args(argv)
-    if args.executor != "cuda" and (args.eager or args.original_rope):
+    if args.executor == "reference" and (args.eager or args.original_rope):
         print("laya-run: --eager and --original-rope only change the cuda executor; ignored", file=sys.stderr)
 
     from worker.engine import Engine
+    from worker.executors import ExecutorOptions
 
+    options = ExecutorOptions(device=args.device, bundle=args.bundle, eager=args.eager,
+                              original_rope=args.original_rope)
     try:
-        engine = Engine(args.checkpoint, executor=args.executor, bundle=args.bundle, device=args.device,
-                        model_name=args.model)
+        engine = Engine(args.checkpoint, executor=args.executor, model_name=args.model, options=options)
     except (FileNotFoundError, ValueError) as e:
         print(f"laya-run: {e}", file=sys.stderr)
         return 2
+    print(f"laya-run: {engine.startup_line()}", file=sys.stderr)
     return serve_lines(engine, sys.stdin.buffer, sys.stdout)
 
 

@@ -2,30 +2,46 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from worker.batch import Batch
 from worker.checkpoint import check_checkpoint, load_weights
 from worker.config import ModelConfig
-from worker.contract import ExecutorError, RequestError
+from worker.contract import LIMITS, ExecutorError, RequestError
 from worker.decode import decode_answers
-from worker.executors import make_executor
+from worker.executors import Executor, ExecutorOptions, make_executor
 from worker.sequences import Question, Row, build_row, encode_state, parse_payload, parse_questions
 from worker.tokenizer import Tokenizer
 
 RESPONSE_MODEL = "laya-rl-agent"  # the reference's `model` field in every response
-MAX_BATCH_ROWS = 16  # rows per forward pass: the executors' workspaces hold 16 rows x max_len tokens
 WARMUP_STATE = "Warm-up: please refund the duplicate charge on my card."
 
 
 class Engine:
-    def __init__(self, checkpoint: Path | str, *, executor: str = "reference", bundle: Path | None = None,
-                 device: str | None = None, model_name: str = "english") -> None:
+    def __init__(self, checkpoint: Path | str, *, executor: str | Executor = "reference", model_name: str = "english",
+                 options: ExecutorOptions | None = None) -> None:
+        """`executor`: a name for `make_executor` ("auto" chooses), or an executor already built on this checkpoint."""
         checkpoint = check_checkpoint(checkpoint)
         self.model_name = model_name
         self.config = ModelConfig.from_checkpoint(checkpoint)
         self.tokenizer = Tokenizer(checkpoint)
-        self.executor = make_executor(executor, self.config, load_weights(checkpoint), device=device, bundle=bundle)
+        if isinstance(executor, str):
+            weights, options = load_weights(checkpoint), options or ExecutorOptions()
+            self.executor, self.executor_choice = make_executor(executor, self.config, weights,
+                                                               checkpoint=checkpoint, options=options)
+        else:
+            self.executor, self.executor_choice = executor, "given"
+        admits = self.executor.admits
+        if admits.max_rows < LIMITS["max_questions"] or admits.max_tokens < self.config.max_len:
+            raise ValueError(f"the {self.executor.name} executor admits {admits.max_rows} rows of "
+                             f"{admits.max_tokens} tokens; a request may need {LIMITS['max_questions']} rows "
+                             f"of {self.config.max_len}")
+
+    def startup_line(self) -> str:
+        """Which executor runs and why, and what it holds (for the cuda executor: bundle, routes, device memory)."""
+        described = {k: v for k, v in self.executor.describe().items() if k != "executor"}
+        return f"{self.executor.name} executor ({self.executor_choice}); {json.dumps(described)}"
 
     def decide(self, payload: dict) -> dict:
         """The /v1/systemone response for `payload`; RequestError for what cannot be answered."""
@@ -43,7 +59,7 @@ class Engine:
         group: list = []
         for item in prepared + [None]:
             rows_in_group = sum(len(p.rows) for _, p in group)
-            if group and (item is None or rows_in_group + len(item[1].rows) > MAX_BATCH_ROWS):
+            if group and (item is None or rows_in_group + len(item[1].rows) > self.executor.admits.max_rows):
                 for (i, _), response in zip(group, self._answer([p for _, p in group]), strict=True):
                     results[i] = response
                 group = []
@@ -63,9 +79,13 @@ class Engine:
         return Prepared(questions, rows)
 
     def warmup(self) -> None:
-        """Answer a real request at the smallest and the largest admitted shape."""
+        """Prepare the executor's common shapes, then answer a real request at the smallest and largest."""
+        prepare = getattr(self.executor, "warmup", None)
+        if prepare is not None:
+            prepare()
         long_state = " ".join(["word"] * (2 * self.config.max_len))
-        questions = {f"q{i}": {"type": "noul", "instructions": "Is this a warm-up?"} for i in range(MAX_BATCH_ROWS)}
+        questions = {f"q{i}": {"type": "noul", "instructions": "Is this a warm-up?"}
+                     for i in range(LIMITS["max_questions"])}
         self.decide({"model": self.model_name, "state": WARMUP_STATE, "questions": {"q": questions["q0"]}})
         self.decide({"model": self.model_name, "state": long_state, "questions": questions})
 
@@ -75,7 +95,7 @@ class Engine:
         if not rows:
             return [_response({}, 0) for _ in prepared]
         try:
-            outputs = self.executor.forward(Batch.from_rows(rows, self.tokenizer.pad_id))
+            outputs = self.executor.forward(Batch.from_rows(rows, self.tokenizer.pad_id, self.executor.admits))
         except Exception as e:
             raise ExecutorError(f"{self.executor.name} executor failed: {type(e).__name__}: {e}") from e
         responses, offset = [], 0

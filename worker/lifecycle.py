@@ -88,8 +88,9 @@ def current() -> Runtime:
 def _load_engine(settings: WorkerSettings):
     from worker.engine import Engine
 
-    engine = Engine(settings.checkpoint, executor=settings.executor, bundle=settings.bundle or None,
-                    device=settings.device or None, model_name=settings.model)
+    engine = Engine(settings.checkpoint, executor=settings.executor, model_name=settings.model,
+                    options=settings.executor_options())
+    log.info("laya worker: %s", engine.startup_line())
     engine.warmup()
     if settings.fail_after >= 0:
         _inject_fault(engine, settings.fail_after)

@@ -14,7 +14,10 @@ ENV = {
     "redis_url": ("LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL, "broker and results (redis://, rediss://, password)"),
     "checkpoint": ("LAYA_CHECKPOINT", "", "checkpoint directory (the five artifacts); required"),
     "bundle": ("LAYA_CUDA_BUNDLE", "", "CUDA bundle directory (for the cuda executor)"),
-    "executor": ("LAYA_EXECUTOR", "auto", "auto, reference or cuda"),
+    "executor": ("LAYA_EXECUTOR", "auto", "auto (cuda with a Hopper GPU and a verified bundle), reference or cuda"),
+    "eager": ("LAYA_EAGER", False, "cuda executor: launch the kernels without CUDA graphs (1/0)"),
+    "original_rope": ("LAYA_ORIGINAL_ROPE", False,
+                      "cuda executor: RoPE from the bundle's tables, rounded like the reference's bf16 path (1/0)"),
     "device": ("LAYA_DEVICE", "", "torch device of the reference executor (default: cuda if present, else cpu)"),
     "model": ("LAYA_MODEL", "english", "the model this worker serves; it consumes the queue laya.<model>"),
     "heartbeat_ttl_s": ("LAYA_HEARTBEAT_TTL_S", 15, "readiness key TTL; refreshed every third of it"),
@@ -34,6 +37,8 @@ class WorkerSettings:
     checkpoint: str
     bundle: str
     executor: str
+    eager: bool
+    original_rope: bool
     device: str
     model: str
     heartbeat_ttl_s: int
@@ -50,12 +55,18 @@ class WorkerSettings:
             name, default, _ = ENV[f.name]
             raw = environ.get(name, "")
             try:
-                values[f.name] = type(default)(raw) if raw != "" else default
+                values[f.name] = _parse(raw, type(default)) if raw != "" else default
             except ValueError:
                 raise ValueError(f"{name}={raw!r} is not a valid {type(default).__name__}") from None
         if values["executor"] not in ("auto", "reference", "cuda"):
             raise ValueError(f"LAYA_EXECUTOR={values['executor']!r}; use auto, reference or cuda")
         return cls(**values)
+
+    def executor_options(self):
+        from worker.executors import ExecutorOptions
+
+        return ExecutorOptions(device=self.device or None, bundle=Path(self.bundle) if self.bundle else None,
+                               eager=self.eager, original_rope=self.original_rope)
 
     @property
     def queue(self) -> str:
@@ -72,6 +83,15 @@ class WorkerSettings:
         if self.executor == "cuda" and not (self.bundle and Path(self.bundle).is_dir()):
             raise FileNotFoundError(f"LAYA_EXECUTOR=cuda needs LAYA_CUDA_BUNDLE; {self.bundle or '(unset)'} "
                                     "is not a directory")
+
+
+def _parse(raw: str, kind: type):
+    if kind is bool:
+        flags = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+        if raw.strip().lower() not in flags:
+            raise ValueError(raw)
+        return flags[raw.strip().lower()]
+    return kind(raw)
 
 
 def env_help() -> str:

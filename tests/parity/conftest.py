@@ -48,10 +48,11 @@ def load_pair(checkpoint_dirs):
     def load(size: str) -> Pair:
         if size not in loaded:
             from worker.engine import Engine
+            from worker.executors import ExecutorOptions
 
             checkpoint = checkpoint_dirs[size]
             # fp32 on CPU on both sides, also on a machine with a GPU
-            engine = Engine(checkpoint, executor="reference", device="cpu")
+            engine = Engine(checkpoint, executor="reference", options=ExecutorOptions(device="cpu"))
             loaded[size] = Pair(size, checkpoint, load_oracle(checkpoint), engine)
         return loaded[size]
 

@@ -597,12 +597,12 @@ def test_decide_many_of_nothing(pair):
 
 
 def test_decide_many_past_one_forward_pass(pair):
-    """More rows than one forward pass holds: the engine packs payloads in order, up to MAX_BATCH_ROWS rows per
+    """More rows than one forward pass holds: the engine packs payloads in order, up to the executor's max_rows per
     pass (its documented policy), and each pass must score exactly as laya scores those rows packed together.
     Errors and empty payloads answer in place without taking a row."""
-    from worker.engine import MAX_BATCH_ROWS
-
     from .oracle import expected_many
+
+    max_rows = pair.engine.executor.admits.max_rows
 
     payloads = [{"state": f"ticket {i}: {words(40 * i, offset=i)}", "questions": _mixed_questions(4)} for i in range(6)]
     payloads.insert(2, {"state": "x", "questions": {"bad": {"type": "choice", "instructions": "x", "criteria": []}}})
@@ -611,7 +611,7 @@ def test_decide_many_past_one_forward_pass(pair):
     groups, rows = [[]], 0
     for index, payload in enumerate(payloads):
         n = len(payload["questions"]) if expected(pair.oracle, payload) is not None else 0
-        if n and rows + n > MAX_BATCH_ROWS:
+        if n and rows + n > max_rows:
             groups.append([])
             rows = 0
         groups[-1].append(index)

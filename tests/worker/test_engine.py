@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from worker.contract import ExecutorError, RequestError
-from worker.engine import MAX_BATCH_ROWS, Engine
+from worker.engine import Engine
 
 NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
 CHOICE = {"type": "choice", "instructions": "Which topic?", "criteria": ["billing", "shipping", "login", "other"]}
@@ -107,7 +107,7 @@ def test_decide_many_packs_rows_into_few_forward_passes(engine, monkeypatch):
     monkeypatch.setattr(engine.executor, "forward", counting)
     engine.decide_many([payload(q=NOUL, r=NOUL, s=NOUL) for _ in range(10)])
     assert passes == [15, 15]
-    assert max(passes) <= MAX_BATCH_ROWS
+    assert max(passes) <= engine.executor.admits.max_rows
 
 
 def test_an_executor_failure_is_an_executor_error(engine, monkeypatch):
@@ -125,7 +125,7 @@ def test_second_config_answers(tiny_alt_checkpoint):
 
 
 def test_unknown_executor_is_refused_at_startup(tiny_checkpoint):
-    with pytest.raises(ValueError, match="unknown executor 'tpu'; available: reference"):
+    with pytest.raises(ValueError, match="unknown executor 'tpu'; available: auto, reference, cuda"):
         Engine(tiny_checkpoint, executor="tpu")
 
 

@@ -2,34 +2,97 @@
 
     class Executor(Protocol):
         name: str
+        admits: Admits          # what one forward pass takes; the engine's limits come from it
         def forward(self, batch: Batch) -> Outputs: ...
+        def describe(self) -> dict: ...
+
+`make_executor` builds one by name; "auto" takes the cuda executor when a Hopper GPU and a bundle that
+verifies against the checkpoint are both present, and says why it chose what it chose.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from worker.batch import Batch, Outputs
+from worker.batch import Admits, Batch, Outputs
 from worker.config import ModelConfig
+
+EXECUTORS = ("reference", "cuda")
 
 
 class Executor(Protocol):
     name: str
+    admits: Admits
 
     def forward(self, batch: Batch) -> Outputs: ...
 
+    def describe(self) -> dict: ...
 
-EXECUTORS = ("reference",)  # "cuda" joins once the bundle-backed executor lands
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    device: str | None = None  # the reference executor's torch device (default: cuda if present, else cpu)
+    bundle: Path | None = None  # the cuda executor's bundle directory
+    eager: bool = False  # cuda: launch the chain without CUDA graphs
+    original_rope: bool = False  # cuda: RoPE from the exported tables, rounded like the reference's bf16 path
+    cublas: bool = True  # cuda: let the routing table send GEMMs to cuBLAS
 
 
-def make_executor(name: str, cfg: ModelConfig, weights: dict, *, device: str | None = None,
-                  bundle: Path | None = None) -> Executor:
-    """The executor called `name` ("auto" picks the fastest one available here)."""
+def make_executor(name: str, cfg: ModelConfig, weights: dict, *, checkpoint: Path,
+                  options: ExecutorOptions) -> tuple[Executor, str]:
+    """The executor called `name`, and why it is the one ("asked for", or what "auto" found).
+
+    ValueError (BundleRefused for a bundle that does not verify) when it cannot be built here.
+    """
+    kernels = None
     if name == "auto":
-        name = "reference"
+        name, why, kernels = _auto(checkpoint, options)
+    elif name in EXECUTORS:
+        why = "asked for"
+    else:
+        raise ValueError(f"unknown executor {name!r}; available: auto, {', '.join(EXECUTORS)}")
     if name == "reference":
         from worker.executors.reference import ReferenceExecutor
 
-        return ReferenceExecutor(cfg, weights, device=device)
-    raise ValueError(f"unknown executor {name!r}; available: {', '.join(EXECUTORS)}")
+        return ReferenceExecutor(cfg, weights, device=options.device), why
+    return _cuda(cfg, weights, checkpoint, options, kernels), why
+
+
+def _auto(checkpoint: Path, options: ExecutorOptions) -> tuple[str, str, object]:
+    """("cuda", why, verified kernels) when both a Hopper GPU and a verified bundle are here, else the reference."""
+    if options.bundle is None:
+        return "reference", "auto: no bundle given", None
+    from worker.executors.cuda import BundleRefused, hopper_problem, verified_kernels
+
+    try:
+        kernels = verified_kernels(options.bundle, checkpoint)  # files only: before any CUDA call
+    except BundleRefused as e:
+        return "reference", f"auto: {e}", None
+    import torch
+
+    problem = hopper_problem(torch.device("cuda"))
+    if problem:
+        return "reference", f"auto: {problem}", None
+    return "cuda", f"auto: {torch.cuda.get_device_name()} and bundle {options.bundle} verified", kernels
+
+
+def _cuda(cfg: ModelConfig, weights: dict, checkpoint: Path, options: ExecutorOptions, kernels) -> Executor:
+    import torch
+
+    from bundle.export_tables import read_tables
+    from worker.executors.cuda import CudaExecutor, hopper_problem, verified_kernels
+    from worker.executors.gemm_routes import GemmRoutes
+
+    if options.bundle is None:
+        raise ValueError("the cuda executor needs a bundle directory (laya-run CHECKPOINT BUNDLE, LAYA_CUDA_BUNDLE)")
+    kernels = kernels or verified_kernels(options.bundle, checkpoint)
+    device = torch.device("cuda")
+    problem = hopper_problem(device)
+    if problem:
+        raise ValueError(f"the cuda executor cannot run here: {problem}")
+    tables = read_tables(options.bundle, cfg.max_len, cfg.head_dim) if options.original_rope else None
+    routes = GemmRoutes.for_bundle(kernels.manifest.tile_config, use_cublas=options.cublas)
+    return CudaExecutor(cfg, weights, kernels=kernels, device=device, graphs=not options.eager,
+                        original_rope=options.original_rope, routes=routes, rope_tables=tables)

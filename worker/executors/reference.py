@@ -13,11 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from worker.batch import Batch, Outputs
+from worker.batch import Admits, Batch, Outputs
 from worker.config import GLOBAL, ModelConfig
 
 DROPPED_WEIGHTS = ("temperature",)  # a calibration buffer the decoder reads from the config instead
 MASKED_LOGIT = -1e4
+MAX_ROWS = 16  # rows per forward pass: one request of up to 16 questions, or packed batch rows
 
 
 class Embeddings(nn.Module):
@@ -152,8 +153,7 @@ class DecisionModel(nn.Module):
             for _ in range(cfg.head_layers)
         )
         self.type_emb = nn.Embedding(3, d)
-        self.scorer = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
-        self.act_head = nn.Sequential(nn.Linear(d + 4, 256), nn.GELU(), nn.Linear(256, cfg.n_act))
+        self.scorer, self.act_head = readout_modules(cfg)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, marker_pos: Tensor, marker_mask: Tensor,
                 qtype: Tensor) -> tuple[Tensor, Tensor]:
@@ -165,19 +165,36 @@ class DecisionModel(nn.Module):
         return logits, self.act(h, logits, marker_mask)
 
     def score(self, h: Tensor, marker_pos: Tensor, marker_mask: Tensor) -> Tensor:
-        at_markers = torch.gather(h, 1, marker_pos.clamp(min=0)[:, :, None].expand(-1, -1, h.size(-1)))
-        logits = self.scorer(at_markers).squeeze(-1).float()
-        return logits.masked_fill(~marker_mask, MASKED_LOGIT)
+        return score_markers(self.scorer, h, marker_pos, marker_mask)
 
     def act(self, h: Tensor, logits: Tensor, marker_mask: Tensor) -> Tensor:
-        """Act-head logits from the [CLS] state and four features of the option distribution."""
-        p = torch.softmax(logits, -1)
-        k = marker_mask.sum(-1).clamp(min=2).float()
-        entropy = -(p * torch.log(p.clamp_min(1e-9))).sum(-1) / torch.log(k)
-        # with one option in every row the runner-up probability is 0
-        top2 = p.topk(2, -1).values if p.size(-1) >= 2 else torch.cat([p, torch.zeros_like(p)], dim=-1)
-        features = torch.stack([top2[:, 0], top2[:, 0] - top2[:, 1], entropy, k / 255.0], -1)
-        return self.act_head(torch.cat([h[:, 0].float(), features], -1))
+        return act_logits(self.act_head, h, logits, marker_mask)
+
+
+def readout_modules(cfg: ModelConfig) -> tuple[nn.Sequential, nn.Sequential]:
+    """The scorer (applied at each option marker) and the act head, named as in the checkpoint."""
+    d = cfg.hidden_size
+    scorer = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
+    act_head = nn.Sequential(nn.Linear(d + 4, 256), nn.GELU(), nn.Linear(256, cfg.n_act))
+    return scorer, act_head
+
+
+def score_markers(scorer: nn.Module, h: Tensor, marker_pos: Tensor, marker_mask: Tensor) -> Tensor:
+    """[R, K] option logits: the scorer at each row's option markers, MASKED_LOGIT past its options."""
+    at_markers = torch.gather(h, 1, marker_pos.clamp(min=0)[:, :, None].expand(-1, -1, h.size(-1)))
+    logits = scorer(at_markers).squeeze(-1).float()
+    return logits.masked_fill(~marker_mask, MASKED_LOGIT)
+
+
+def act_logits(act_head: nn.Module, h: Tensor, logits: Tensor, marker_mask: Tensor) -> Tensor:
+    """Act-head logits from the [CLS] state and four features of the option distribution."""
+    p = torch.softmax(logits, -1)
+    k = marker_mask.sum(-1).clamp(min=2).float()
+    entropy = -(p * torch.log(p.clamp_min(1e-9))).sum(-1) / torch.log(k)
+    # with one option in every row the runner-up probability is 0
+    top2 = p.topk(2, -1).values if p.size(-1) >= 2 else torch.cat([p, torch.zeros_like(p)], dim=-1)
+    features = torch.stack([top2[:, 0], top2[:, 0] - top2[:, 1], entropy, k / 255.0], -1)
+    return act_head(torch.cat([h[:, 0].float(), features], -1))
 
 
 def load_model(cfg: ModelConfig, weights: dict[str, Tensor], device: torch.device) -> DecisionModel:
@@ -202,12 +219,19 @@ class ReferenceExecutor:
     def __init__(self, cfg: ModelConfig, weights: dict[str, Tensor], device: str | None = None) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = load_model(cfg, weights, self.device)
+        # rows at the longest row's exact length: what the reference pads to, so answers stay bit-identical
+        self.admits = Admits(max_rows=MAX_ROWS, max_tokens=cfg.max_len)
+
+    def describe(self) -> dict:
+        return {"executor": self.name, "device": str(self.device), "precision": "float32"}
 
     @torch.no_grad()
     def forward(self, batch: Batch) -> Outputs:
-        def tensor(a):
-            return torch.from_numpy(a).to(self.device)
+        def tensor(a, dtype=torch.int64):
+            return torch.from_numpy(a).to(device=self.device, dtype=dtype)
 
-        logits, act_logits = self.model(tensor(batch.input_ids), tensor(batch.attention_mask),
-                                        tensor(batch.marker_pos), tensor(batch.marker_mask), tensor(batch.qtype))
-        return Outputs(logits.float().cpu().numpy(), torch.softmax(act_logits.float(), -1).cpu().numpy())
+        lengths = tensor(batch.lengths)
+        attention_mask = (torch.arange(batch.width, device=self.device)[None, :] < lengths[:, None]).long()
+        logits, act = self.model(tensor(batch.ids), attention_mask, tensor(batch.marker_pos),
+                                 tensor(batch.marker_mask, torch.bool), tensor(batch.qtype))
+        return Outputs(logits.float().cpu().numpy(), torch.softmax(act.float(), -1).cpu().numpy())

@@ -1,0 +1,183 @@
+"""The cuda executor's CPU-side logic, with the bundle's kernels emulated in torch (tests/emulated_kernels.py):
+the chain binds the right buffers in the right order and answers as the fp32 reference does within bf16's reach;
+buckets, GEMM routes, startup checks and failures. The same executor on the real kernels: tests/gpu."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+from emulated_kernels import EmulatedKernels
+
+from bundle.export_tables import rope_tables
+from worker.batch import Admits, Batch
+from worker.checkpoint import load_weights
+from worker.config import GLOBAL, ModelConfig
+from worker.contract import ExecutorError
+from worker.engine import Engine
+from worker.executors import ExecutorOptions, make_executor
+from worker.executors.cuda import BundleRefused, CudaExecutor
+from worker.executors.gemm_routes import CUBLAS, ROUTES, TILELANG, GemmRoutes
+from worker.sequences import Row
+
+TILELANG_ONLY = GemmRoutes("tilelang", {})
+ALL_CUBLAS = GemmRoutes("all-cublas", {entry: ((1, None),) for entry in ROUTES["optimized"]})
+# bf16 weights and activations against the fp32 reference, on a random tiny model whose scorer is 32x wider than
+# its fan-in (so options differ by whole logits): what the emulated chain shows, with room for another draw
+MAX_PROBABILITY_DIFFERENCE = 0.05
+
+NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
+CHOICE = {"type": "choice", "instructions": "Which department?",
+          "criteria": {"billing": "money", "shipping": "parcels", "tech": "bugs", "other": None}}
+SCORE = {"type": "score", "instructions": "How angry?", "criteria": ["calm", "annoyed", "angry", "furious"]}
+REQUESTS = [
+    {"state": "Please refund the duplicate charge.", "questions": {"q": NOUL}},
+    {"state": {"ticket": 7, "text": "my parcel is late"}, "questions": {"c": CHOICE, "s": SCORE, "n": NOUL}},
+    {"state": [{"role": "user", "content": "the app crashes " * 90}], "questions": {"s": SCORE}},
+    {"state": "refund " * 600, "questions": {f"q{i}": [NOUL, CHOICE, SCORE][i % 3] for i in range(16)}},
+]
+
+
+def probabilities(response: dict) -> list[float]:
+    values = []
+    for answer in response["answers"].values():
+        values += list(answer.get("probabilities", {}).values()) + [answer.get("noul", 0.0)]
+        values.append(answer["action"]["act_probability"])
+    return values
+
+
+def emulated_engine(checkpoint, *, routes=TILELANG_ONLY, original_rope=False) -> Engine:
+    cfg = ModelConfig.from_checkpoint(checkpoint)
+    tables = None
+    if original_rope:
+        tables = {kind: rope_tables(theta, cfg.head_dim, cfg.max_len, "cpu")
+                  for kind, theta in (("global", cfg.global_theta), ("local", cfg.local_theta))}
+    executor = CudaExecutor(cfg, load_weights(checkpoint), kernels=EmulatedKernels(cfg), device="cpu", routes=routes,
+                            original_rope=original_rope, rope_tables=tables)
+    return Engine(checkpoint, executor=executor)
+
+
+@pytest.fixture(scope="module")
+def reference_answers(engine):
+    return [engine.decide(r) for r in REQUESTS]
+
+
+@pytest.mark.parametrize("routes", [TILELANG_ONLY, ALL_CUBLAS], ids=lambda r: r.name)
+@pytest.mark.parametrize("original_rope", [False, True], ids=["rope-fp32", "rope-table"])
+def test_answers_as_the_fp32_reference_within_bf16(tiny_checkpoint, reference_answers, routes, original_rope):
+    engine = emulated_engine(tiny_checkpoint, routes=routes, original_rope=original_rope)
+    for request, want in zip(REQUESTS, reference_answers, strict=True):
+        got = engine.decide(request)
+        assert got["answers"].keys() == want["answers"].keys()
+        assert got["usage"] == want["usage"]
+        assert [a["type"] for a in got["answers"].values()] == [a["type"] for a in want["answers"].values()]
+        diff = np.abs(np.subtract(probabilities(got), probabilities(want))).max()
+        assert diff <= MAX_PROBABILITY_DIFFERENCE, f"max |dp| {diff:.4f} for {request['questions'].keys()}"
+
+
+def test_answers_depend_on_what_the_chain_binds(tiny_checkpoint, reference_answers):
+    """The comparison above can fail: the same chain with one encoder weight zeroed answers otherwise."""
+    engine = emulated_engine(tiny_checkpoint)
+    engine.executor.weights.layers[1].wo.zero_()
+    diffs = [np.abs(np.subtract(probabilities(engine.decide(r)), probabilities(w))).max()
+             for r, w in zip(REQUESTS, reference_answers, strict=True)]
+    assert max(diffs) > MAX_PROBABILITY_DIFFERENCE
+
+
+def test_one_forward_launches_the_documented_chain(tiny_checkpoint):
+    engine = emulated_engine(tiny_checkpoint)
+    engine.decide(REQUESTS[1])
+    cfg, launches = engine.config, engine.executor.kernels.launches
+    n_global = sum(t == GLOBAL for t in cfg.layer_types)
+    n_layers, n_head = cfg.num_layers, cfg.head_layers
+    assert launches[0] == "embed_norm_bf16" and launches[-1] == "residual_add_f32"
+    assert collections.Counter(launches) == {
+        "embed_norm_bf16": 1, "gemm_qkv_bf16": n_layers, "rope_fp32_bf16": n_layers,
+        "attn_fwd_global_bf16": n_global + n_head, "attn_fwd_local_bf16": n_layers - n_global,
+        "gemm_attn_out_bf16": n_layers, "add_norm_bf16": 2 * n_layers, "gemm_geglu_bf16": n_layers,
+        "gemm_mlp_out_bf16": n_layers, "type_add_norm_bias_bf16": 1, "gemm_head_qkv_bias_bf16": n_head,
+        "gemm_head_out_bias_bf16": n_head, "add_norm_bias_bf16": 2 * n_head - 1,
+        "gemm_head_ffn1_bias_relu_bf16": n_head, "gemm_head_ffn2_bias_bf16": n_head, "residual_add_f32": 1,
+    }
+
+
+def test_rows_are_padded_to_token_buckets_and_rows_stay_exact(tiny_checkpoint):
+    admits = emulated_engine(tiny_checkpoint).executor.admits
+    assert [admits.width(n) for n in (1, 16, 17, 32, 33, 511, 512)] == [16, 16, 32, 32, 48, 512, 512]
+    rows = [Row(ids=[5] * n, markers=[1, 2], qtype=2) for n in (17, 3, 30)]
+    batch = Batch.from_rows(rows, pad_id=0, admits=admits)
+    assert batch.ids.shape == (3, 32) and batch.ids.dtype == np.int32
+    assert batch.lengths.tolist() == [17, 3, 30] and batch.ids[1, 3:].tolist() == [0] * 29
+    with pytest.raises(ValueError, match="1 to 16"):
+        Batch.from_rows(rows * 6, pad_id=0, admits=admits)
+    with pytest.raises(ValueError, match="admits 1 to 512"):
+        admits.width(513)
+    assert Admits(max_rows=16, max_tokens=512).width(17) == 17  # the reference keeps exact widths
+
+
+def test_each_bucket_records_what_runs_each_entry_point(tiny_checkpoint):
+    routes = GemmRoutes("mixed", {"gemm_geglu_bf16": ((1, 128),)})
+    engine = emulated_engine(tiny_checkpoint, routes=routes)
+    engine.decide(REQUESTS[0])  # one row of fewer than 128 tokens
+    engine.decide(REQUESTS[3])  # 16 rows of max_len tokens
+    mapping = engine.executor.mapping()
+    small, large = (m for _, m in sorted(mapping.items(), key=lambda kv: int(kv[0].split("x")[0])))
+    assert small["gemm_geglu_bf16"] == CUBLAS and large["gemm_geglu_bf16"] == "emulated_gemm_geglu_bf16"
+    assert small["gemm_qkv_bf16"] == "emulated_gemm_qkv_bf16"
+    assert "16x512" in mapping
+
+
+def test_routes_are_chosen_by_entry_and_m():
+    routes = GemmRoutes.for_bundle("optimized")
+    assert routes.route("gemm_qkv_bf16", 16) == CUBLAS
+    assert routes.route("gemm_geglu_bf16", 2560) == CUBLAS and routes.route("gemm_geglu_bf16", 2561) == TILELANG
+    assert routes.route("attn_fwd_global_bf16", 16) == TILELANG
+    assert GemmRoutes.for_bundle("original").route("gemm_qkv_bf16", 16) == TILELANG
+    assert GemmRoutes.for_bundle("optimized", use_cublas=False).route("gemm_qkv_bf16", 16) == TILELANG
+    assert "gemm_geglu_bf16 M 1-2560" in routes.summary()
+    with pytest.raises(ValueError, match="no GEMM routing table for tile configuration 'other'"):
+        GemmRoutes.for_bundle("other")
+
+
+def test_a_failed_kernel_fails_this_request_and_every_later_one(tiny_checkpoint):
+    engine = emulated_engine(tiny_checkpoint)
+    engine.executor.kernels.fail_on = "attn_fwd_local_bf16"
+    with pytest.raises(ExecutorError, match="emulated kernel failure"):
+        engine.decide(REQUESTS[0])
+    engine.executor.kernels.fail_on = None
+    with pytest.raises(ExecutorError, match="failed earlier and answers nothing more"):
+        engine.decide(REQUESTS[0])
+
+
+def test_describes_what_it_holds(tiny_checkpoint):
+    engine = emulated_engine(tiny_checkpoint)
+    described = engine.executor.describe()
+    assert described["executor"] == "cuda" and described["graphs"] is False  # no graphs without CUDA
+    assert described["rope"] == "rope_fp32_bf16" and described["gemm_routes"].startswith("tilelang")
+    assert described["memory"]["weights_mib"] > 0 and described["memory"]["workspaces_mib"] > 0
+    assert described["admits"] == {"max_rows": 16, "max_tokens": 512, "token_step": 16}
+    assert engine.startup_line().startswith("cuda executor (given); {")
+
+
+def test_auto_without_a_bundle_is_the_reference(tiny_checkpoint):
+    cfg = ModelConfig.from_checkpoint(tiny_checkpoint)
+    executor, why = make_executor("auto", cfg, load_weights(tiny_checkpoint), checkpoint=tiny_checkpoint,
+                                  options=ExecutorOptions(device="cpu"))
+    assert executor.name == "reference" and why == "auto: no bundle given"
+
+
+def test_auto_with_a_bundle_that_does_not_verify_is_the_reference_and_says_why(tiny_checkpoint, tmp_path):
+    cfg = ModelConfig.from_checkpoint(tiny_checkpoint)
+    executor, why = make_executor("auto", cfg, load_weights(tiny_checkpoint), checkpoint=tiny_checkpoint,
+                                  options=ExecutorOptions(device="cpu", bundle=tmp_path))
+    assert executor.name == "reference"
+    assert why.startswith(f"auto: bundle {tmp_path} refused: {tmp_path / 'manifest.json'}: missing")
+
+
+def test_cuda_refuses_a_bundle_that_does_not_verify_naming_the_file(tiny_checkpoint, tmp_path):
+    cfg = ModelConfig.from_checkpoint(tiny_checkpoint)
+    with pytest.raises(BundleRefused, match=f"{tmp_path / 'manifest.json'}: missing"):
+        make_executor("cuda", cfg, {}, checkpoint=tiny_checkpoint, options=ExecutorOptions(bundle=tmp_path))
+    with pytest.raises(ValueError, match="needs a bundle directory"):
+        make_executor("cuda", cfg, {}, checkpoint=tiny_checkpoint, options=ExecutorOptions())

@@ -1,0 +1,429 @@
+"""The cuda executor: the bundle's kernels on a Hopper GPU, one CUDA graph per shape bucket.
+
+bf16 weights stay resident on the GPU and the residual stream is fp32. Workspaces are allocated once,
+for the largest admitted shape (16 rows x max_len tokens). A forward pass is the chain of launches
+`docs/kernels.md` describes: embeddings, every encoder layer, the decision head. For each bucket (rows
+exactly, tokens padded to TOKEN_STEP) the chain is bound once (arguments checked, pointers fixed) and
+captured into a CUDA graph on first use; a request then copies its ids, lengths and question types into
+the static input buffer and replays. GEMMs that `gemm_routes` sends to cuBLAS run through torch inside
+the same graph. The scorer at the option markers, the act head and the readback run after the replay,
+outside capture, in torch (fp32).
+
+Nothing here imports TileLang: the kernels come from the bundle's library through `bundle.loader`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from worker.batch import Admits, Batch, Outputs
+from worker.config import GLOBAL, ModelConfig
+from worker.executors.gemm_routes import CUBLAS, GemmRoutes
+from worker.executors.reference import act_logits, readout_modules, score_markers
+
+log = logging.getLogger("laya.executor")
+
+MAX_ROWS = 16  # rows per forward pass: the service's 16 questions, or packed batch rows
+TOKEN_STEP = 16  # rows are padded to a multiple of this many tokens: max_len / 16 buckets per row count
+MIB = 1 << 20
+
+
+class BundleRefused(ValueError):
+    """The bundle does not verify against the checkpoint; the message names every file that differs."""
+
+
+def verified_kernels(bundle: Path | str, checkpoint: Path | str):
+    """The bundle's kernels, after `bundle.verify` accepted bundle and checkpoint (files only: no CUDA yet)."""
+    from bundle.loader import Kernels
+    from bundle.verify import verify
+
+    found = verify(bundle, checkpoint)
+    if found:
+        raise BundleRefused(f"bundle {bundle} refused: " + "; ".join(map(str, found)))
+    return Kernels(bundle)
+
+
+def hopper_problem(device: torch.device) -> str | None:
+    """Why the bundle's sm_90a kernels cannot run on `device`, or None when they can."""
+    if device.type != "cuda":
+        return f"device {device} is not a CUDA device"
+    if not torch.cuda.is_available():
+        return "no CUDA GPU is visible"
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) != (9, 0):
+        return f"{torch.cuda.get_device_name(device)} is sm_{major}{minor}; the bundle holds sm_90a code (H100/H200)"
+    return None
+
+
+class Step:
+    """One launch of the chain: the entry point it stands for, what runs it (a kernel symbol or cublas), the call."""
+
+    __slots__ = ("entry", "impl", "_run")
+
+    def __init__(self, entry: str, impl: str, run) -> None:
+        self.entry, self.impl, self._run = entry, impl, run
+
+    def __call__(self) -> None:
+        self._run()
+
+
+@dataclass(frozen=True)
+class EncoderLayer:
+    attn_norm: Tensor | None  # None for layer 0, which attends to the normalized embeddings
+    wqkv: Tensor
+    wo: Tensor
+    mlp_norm: Tensor
+    wi: Tensor
+    wo2: Tensor
+    is_global: bool
+
+
+@dataclass(frozen=True)
+class HeadLayer:
+    in_w: Tensor
+    in_b: Tensor
+    out_w: Tensor
+    out_b: Tensor
+    l1_w: Tensor
+    l1_b: Tensor
+    l2_w: Tensor
+    l2_b: Tensor
+    n1_w: Tensor
+    n1_b: Tensor
+    n2_w: Tensor
+    n2_b: Tensor
+
+
+class DeviceWeights:
+    """The checkpoint on the device: bf16 matrices for the GEMMs, fp32 for everything the kernels read as fp32."""
+
+    def __init__(self, cfg: ModelConfig, weights: dict[str, Tensor], device: torch.device) -> None:
+        if cfg.norm_bias or cfg.attention_bias or cfg.mlp_bias:
+            raise ValueError("this checkpoint has norm, attention or MLP biases; the bundle kernels have none")
+
+        def bf16(name: str) -> Tensor:
+            return weights[name].to(device=device, dtype=torch.bfloat16).contiguous()
+
+        def f32(name: str) -> Tensor:
+            return weights[name].to(device=device, dtype=torch.float32).contiguous()
+
+        self.embedding = f32("encoder.embeddings.tok_embeddings.weight")
+        self.embedding_norm = f32("encoder.embeddings.norm.weight")
+        self.layers = []
+        for i in range(cfg.num_layers):
+            p = f"encoder.layers.{i}."
+            self.layers.append(EncoderLayer(
+                attn_norm=f32(p + "attn_norm.weight") if i else None, wqkv=bf16(p + "attn.Wqkv.weight"),
+                wo=bf16(p + "attn.Wo.weight"), mlp_norm=f32(p + "mlp_norm.weight"), wi=bf16(p + "mlp.Wi.weight"),
+                wo2=bf16(p + "mlp.Wo.weight"), is_global=cfg.layer_types[i] == GLOBAL))
+        self.final_norm = f32("encoder.final_norm.weight")
+        self.type_emb = f32("type_emb.weight")
+        self.head = []
+        for j in range(cfg.head_layers):
+            p = f"head.layers.{j}."
+            self.head.append(HeadLayer(
+                in_w=bf16(p + "self_attn.in_proj_weight"), in_b=f32(p + "self_attn.in_proj_bias"),
+                out_w=bf16(p + "self_attn.out_proj.weight"), out_b=f32(p + "self_attn.out_proj.bias"),
+                l1_w=bf16(p + "linear1.weight"), l1_b=f32(p + "linear1.bias"),
+                l2_w=bf16(p + "linear2.weight"), l2_b=f32(p + "linear2.bias"),
+                n1_w=f32(p + "norm1.weight"), n1_b=f32(p + "norm1.bias"),
+                n2_w=f32(p + "norm2.weight"), n2_b=f32(p + "norm2.bias")))
+        self.scorer, self.act_head = readout_modules(cfg)
+        for name, module in (("scorer", self.scorer), ("act_head", self.act_head)):
+            module.load_state_dict({k.removeprefix(name + "."): v for k, v in weights.items()
+                                    if k.startswith(name + ".")}, strict=True)
+            module.to(device=device, dtype=torch.float32).eval()
+
+    def nbytes(self) -> int:
+        tensors = [t for t in vars(self).values() if isinstance(t, Tensor)]
+        for layer in (*self.layers, *self.head):
+            tensors += [t for t in vars(layer).values() if isinstance(t, Tensor)]
+        tensors += [*self.scorer.parameters(), *self.act_head.parameters()]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class Workspaces:
+    """Flat buffers sized for `max_tokens` token rows; `view(name, m, cols)` is their first m rows."""
+
+    def __init__(self, cfg: ModelConfig, max_tokens: int, device: torch.device, *, geglu_on_cublas: bool) -> None:
+        d, f = cfg.hidden_size, cfg.intermediate_size
+        self.columns = {"X": d, "Y": d, "QKV": 3 * d, "O": d, "G": max(f, 4 * d)}
+        if geglu_on_cublas:
+            self.columns["G2"] = 2 * f  # both halves of the up-projection before gelu(a) * g
+        dtypes = {"X": torch.float32}
+        self.buffers = {name: torch.empty(max_tokens * cols, dtype=dtypes.get(name, torch.bfloat16), device=device)
+                        for name, cols in self.columns.items()}
+
+    def view(self, name: str, m: int, cols: int | None = None) -> Tensor:
+        cols = cols or self.columns[name]
+        return self.buffers[name][: m * cols].view(m, cols)
+
+    def nbytes(self) -> int:
+        return sum(b.numel() * b.element_size() for b in self.buffers.values())
+
+
+class CudaExecutor:
+    name = "cuda"
+
+    def __init__(self, cfg: ModelConfig, weights: dict[str, Tensor], *, kernels, device: str | torch.device = "cuda",
+                 graphs: bool = True, original_rope: bool = False, routes: GemmRoutes | None = None,
+                 rope_tables: dict[str, tuple[Tensor, Tensor]] | None = None) -> None:
+        """`kernels`: a loaded `bundle.loader.Kernels` (its `init()` runs here, the first CUDA work).
+
+        `rope_tables` (kind -> cos, sin as [max_len, head_dim] fp32) are needed with `original_rope`.
+        """
+        self.cfg, self.kernels = cfg, kernels
+        self.device = torch.device(device)
+        self.graphs = graphs and self.device.type == "cuda"
+        self.admits = Admits(max_rows=MAX_ROWS, max_tokens=cfg.max_len, token_step=TOKEN_STEP)
+        self.routes = routes or GemmRoutes.for_bundle(kernels.manifest.tile_config)
+        self.rope_entry = "rope_table_bf16" if original_rope else "rope_fp32_bf16"
+        if original_rope and rope_tables is None:
+            raise ValueError("original RoPE reads the bundle's exported tables; none were given")
+        kernels.init()
+        allocated0 = self._allocated()
+        self.weights = DeviceWeights(cfg, weights, self.device)
+        max_tokens = MAX_ROWS * cfg.max_len
+        geglu_on_cublas = any(self.routes.route("gemm_geglu_bf16", r * t) == CUBLAS
+                              for r in range(1, MAX_ROWS + 1) for t in self._token_buckets())
+        self.ws = Workspaces(cfg, max_tokens, self.device, geglu_on_cublas=geglu_on_cublas)
+        # per request: ids (M) | lengths (R) | qtype (R) | marker_pos (R*K) | marker_mask (R*K), all int32
+        n_inputs = max_tokens + 2 * MAX_ROWS + 2 * MAX_ROWS * cfg.max_len
+        self.inputs = torch.zeros(n_inputs, dtype=torch.int32, device=self.device)
+        self.staging = torch.zeros(n_inputs, dtype=torch.int32, pin_memory=self.device.type == "cuda")
+        self.rope = self._rope_arguments(rope_tables)
+        self._bytes_resident = self._allocated() - allocated0
+        self._plans: dict[tuple[int, int], list[Step]] = {}
+        self._graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
+        self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
+        self._events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) \
+            if self.device.type == "cuda" else None
+        self.last_gpu_ms: float | None = None
+        self.failed: str | None = None
+
+    # ---- the forward pass
+
+    @torch.no_grad()
+    def forward(self, batch: Batch) -> Outputs:
+        if self.failed:
+            raise RuntimeError(f"this executor failed earlier and answers nothing more ({self.failed})")
+        try:
+            return self._forward(batch)
+        except Exception as e:  # a CUDA error can be sticky: no later request may run on this context
+            self.failed = f"{type(e).__name__}: {e}"
+            raise
+
+    def _forward(self, batch: Batch) -> Outputs:
+        R, L = batch.ids.shape
+        K = batch.marker_pos.shape[1]
+        M = R * L
+        if R > MAX_ROWS or self.admits.width(L) != L:
+            raise ValueError(f"batch of {R}x{L} is outside the admitted buckets ({self.admits})")
+        layout = np.cumsum([0, M, R, R, R * K, R * K])
+        host = self.staging.numpy()
+        for part, start, end in zip((batch.ids, batch.lengths, batch.qtype, batch.marker_pos, batch.marker_mask),
+                                    layout[:-1], layout[1:], strict=True):
+            host[start:end] = part.ravel()
+        n = int(layout[-1])
+        self.inputs[:n].copy_(self.staging[:n], non_blocking=True)
+        if self._events:
+            self._events[0].record()
+        self._run(R, L)
+        h = self.ws.view("X", M).view(R, L, -1)  # the decision head's output stream, fp32
+        marker_pos = self.inputs[layout[3]:layout[4]].view(R, K).long()
+        marker_mask = self.inputs[layout[4]:layout[5]].view(R, K).bool()
+        logits = score_markers(self.weights.scorer, h, marker_pos, marker_mask)
+        act = act_logits(self.weights.act_head, h, logits, marker_mask)
+        out = torch.cat([logits, torch.softmax(act.float(), -1)], dim=1)
+        if self._events:
+            self._events[1].record()
+        out = out.cpu().numpy()  # synchronizes: a kernel error surfaces here
+        if self._events:
+            self.last_gpu_ms = self._events[0].elapsed_time(self._events[1])
+        return Outputs(np.ascontiguousarray(out[:, :K]), np.ascontiguousarray(out[:, K:]))
+
+    def _run(self, R: int, L: int) -> None:
+        key = (R, L)
+        if not self.graphs:
+            for step in self._plan(key):
+                step()
+            return
+        graph = self._graphs.get(key)
+        if graph is None:
+            graph = self._capture(key)
+        graph.replay()
+
+    def _capture(self, key: tuple[int, int]) -> torch.cuda.CUDAGraph:
+        steps = self._plan(key)
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for step in steps:  # once outside capture: cuBLAS handles and workspaces exist before it
+                step()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool, stream=stream):
+            for step in steps:
+                step()
+        self._graphs[key] = graph
+        return graph
+
+    def warmup(self, buckets: list[tuple[int, int]] | None = None) -> None:
+        """Capture the common buckets now (one row at every length, every row count at max_len)."""
+        if buckets is None:
+            buckets = [(1, t) for t in self._token_buckets()] + [(r, self.cfg.max_len) for r in range(2, MAX_ROWS + 1)]
+        for R, L in buckets:
+            if (R, L) in self._graphs or (not self.graphs and (R, L) in self._plans):
+                continue
+            self._prime_inputs(R, L)
+            if self.graphs:
+                self._capture((R, L))
+            else:
+                for step in self._plan((R, L)):
+                    step()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _prime_inputs(self, R: int, L: int) -> None:
+        """Valid inputs for a bucket run without a request: token 0 everywhere, full rows, type 0."""
+        M = R * L
+        self.inputs[: M + 2 * R].zero_()
+        self.inputs[M:M + R].fill_(L)
+
+    # ---- the chain of launches
+
+    def _plan(self, key: tuple[int, int]) -> list[Step]:
+        steps = self._plans.get(key)
+        if steps is None:
+            steps = self._plans[key] = self._chain(*key)
+        return steps
+
+    def _chain(self, R: int, L: int) -> list[Step]:
+        """Every launch of one forward pass over R rows of L tokens, arguments bound to the static buffers."""
+        w, ws, M = self.weights, self.ws, R * L
+        ids, lens, qtype = self.inputs[:M], self.inputs[M:M + R], self.inputs[M + R:M + 2 * R]
+        X, Y, QKV, O = ws.view("X", M), ws.view("Y", M), ws.view("QKV", M), ws.view("O", M)
+        G = ws.view("G", M, self.cfg.intermediate_size)
+        H = ws.view("G", M, 4 * self.cfg.hidden_size)  # the head's FFN activations share G's buffer
+        steps = [self._kernel("embed_norm_bf16", ids, w.embedding, w.embedding_norm, X, Y)]
+        for i, layer in enumerate(w.layers):
+            kind = "global" if layer.is_global else "local"
+            nxt = w.layers[i + 1].attn_norm if i + 1 < len(w.layers) else w.final_norm
+            steps += [
+                self._gemm("gemm_qkv_bf16", Y, layer.wqkv, QKV),
+                self._kernel(self.rope_entry, QKV, *self.rope[kind], L),
+                self._kernel(f"attn_fwd_{kind}_bf16", QKV, lens, L, O),
+                self._gemm("gemm_attn_out_bf16", O, layer.wo, Y),
+                self._kernel("add_norm_bf16", X, Y, layer.mlp_norm, Y),
+                self._geglu(Y, layer.wi, G),
+                self._gemm("gemm_mlp_out_bf16", G, layer.wo2, Y),
+                self._kernel("add_norm_bf16", X, Y, nxt, Y),
+            ]
+        # the head's stream starts as bf16(final_norm(x)) + the question type's embedding, in X's buffer
+        first = w.head[0]
+        steps.append(self._kernel("type_add_norm_bias_bf16", qtype, L, w.type_emb, first.n1_w, first.n1_b, X, Y))
+        for j, layer in enumerate(w.head):
+            steps += [
+                self._gemm("gemm_head_qkv_bias_bf16", Y, layer.in_w, QKV, bias=layer.in_b),
+                self._kernel("attn_fwd_global_bf16", QKV, lens, L, O),
+                self._gemm("gemm_head_out_bias_bf16", O, layer.out_w, Y, bias=layer.out_b),
+                self._kernel("add_norm_bias_bf16", X, Y, layer.n2_w, layer.n2_b, Y),
+                self._gemm("gemm_head_ffn1_bias_relu_bf16", Y, layer.l1_w, H, bias=layer.l1_b, relu=True),
+                self._gemm("gemm_head_ffn2_bias_bf16", H, layer.l2_w, Y, bias=layer.l2_b),
+            ]
+            if j + 1 < len(w.head):
+                nxt = w.head[j + 1]
+                steps.append(self._kernel("add_norm_bias_bf16", X, Y, nxt.n1_w, nxt.n1_b, Y))
+            else:
+                steps.append(self._kernel("residual_add_f32", X, Y))
+        return steps
+
+    def _kernel(self, entry: str, *args) -> Step:
+        bound = getattr(self.kernels, entry).bind(*args)
+        return Step(entry, bound.symbol, bound)
+
+    def _gemm(self, entry: str, A: Tensor, W: Tensor, C: Tensor, *, bias: Tensor | None = None,
+              relu: bool = False) -> Step:
+        """C = act(A @ W^T (+ bias)): the bundle's kernel, or cuBLAS where the routing table says so."""
+        if self.routes.route(entry, A.shape[0]) != CUBLAS:
+            return self._kernel(entry, A, W, *(() if bias is None else (bias,)), C)
+        Wt = W.t()
+        # cuBLAS adds the bias in the GEMM's epilogue, as a bf16 vector (what torch's bf16 linear does)
+        bias16 = None if bias is None else bias.to(torch.bfloat16)
+
+        def run() -> None:
+            if bias16 is None:
+                torch.mm(A, Wt, out=C)
+            else:
+                torch.addmm(bias16, A, Wt, out=C)
+            if relu:
+                C.relu_()
+
+        return Step(entry, CUBLAS, run)
+
+    def _geglu(self, A: Tensor, Wi: Tensor, G: Tensor) -> Step:
+        """G = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T): the fused kernel, or cuBLAS and one elementwise pass."""
+        entry = "gemm_geglu_bf16"
+        if self.routes.route(entry, A.shape[0]) != CUBLAS:
+            return self._kernel(entry, A, Wi, G)
+        f, Wt = G.shape[1], Wi.t()
+        G2 = self.ws.view("G2", A.shape[0])
+
+        def run() -> None:
+            torch.mm(A, Wt, out=G2)
+            torch.mul(F.gelu(G2[:, :f]), G2[:, f:], out=G)
+
+        return Step(entry, CUBLAS, run)
+
+    def _rope_arguments(self, tables: dict[str, tuple[Tensor, Tensor]] | None) -> dict[str, tuple[Tensor, ...]]:
+        """Per layer kind, the arguments between QKV and L of the chosen RoPE entry point."""
+        if self.rope_entry == "rope_table_bf16":
+            return {kind: tuple(t.to(self.device, torch.float32).contiguous() for t in tables[kind])
+                    for kind in ("global", "local")}
+        from bundle.export_tables import inv_freq
+
+        thetas = {"global": self.cfg.global_theta, "local": self.cfg.local_theta}
+        return {kind: (inv_freq(theta, self.cfg.head_dim).to(self.device),) for kind, theta in thetas.items()}
+
+    def _token_buckets(self) -> list[int]:
+        steps = list(range(TOKEN_STEP, self.cfg.max_len, TOKEN_STEP))
+        return steps + [self.cfg.max_len]
+
+    # ---- what it holds and runs
+
+    def _allocated(self) -> int:
+        return torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
+
+    def memory(self) -> dict:
+        """Device bytes held, in MiB: weights, workspaces (inputs included), graph pools (after captures)."""
+        weights, workspaces = self.weights.nbytes(), self.ws.nbytes() + self.inputs.numel() * 4
+        held = {"weights_mib": weights / MIB, "workspaces_mib": workspaces / MIB, "graphs": len(self._graphs)}
+        if self.device.type == "cuda":
+            held["graph_pools_mib"] = max(0, self._allocated() - self._bytes_resident) / MIB
+            held["reserved_mib"] = torch.cuda.memory_reserved(self.device) / MIB
+        return {k: round(v, 1) if isinstance(v, float) else v for k, v in held.items()}
+
+    def mapping(self) -> dict[str, dict[str, str]]:
+        """Per bucket bound so far ("RxL"), what runs each entry point: a bundle kernel symbol or cublas."""
+        return {f"{R}x{L}": {step.entry: step.impl for step in steps} for (R, L), steps in sorted(self._plans.items())}
+
+    def describe(self) -> dict:
+        """What this executor is, for the startup line, the heartbeat record and /info."""
+        return {
+            "executor": self.name,
+            "device": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else str(self.device),
+            "bundle": self.kernels.describe(),
+            "graphs": self.graphs,
+            "rope": self.rope_entry,
+            "gemm_routes": self.routes.summary(),
+            "admits": {"max_rows": self.admits.max_rows, "max_tokens": self.admits.max_tokens,
+                       "token_step": self.admits.token_step},
+            "memory": self.memory(),
+        }
