@@ -64,6 +64,16 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         if X_out is not None:
             T.copy(centered, X_out[row0, 0])
 
+    @T.macro
+    def add_residual(X, R, x, row0):
+        # x = the stream rows row0.. plus the branch output R (bf16), written back to X
+        r = T.alloc_fragment((block_M, D), accum_dtype)
+        T.copy(X[row0, 0], x)
+        T.copy(R[row0, 0], r)
+        for i, j in T.Parallel(block_M, D):
+            x[i, j] = x[i, j] + r[i, j]
+        T.copy(x, X[row0, 0])
+
     if source == "embedding":
 
         @T.prim_func
@@ -107,12 +117,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         def main(X: T.Tensor((M, D), accum_dtype), R: T.Tensor((M, D), dtype)):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
                 x = T.alloc_fragment((block_M, D), accum_dtype)
-                r = T.alloc_fragment((block_M, D), accum_dtype)
-                T.copy(X[bx * block_M, 0], x)
-                T.copy(R[bx * block_M, 0], r)
-                for i, j in T.Parallel(block_M, D):
-                    x[i, j] = x[i, j] + r[i, j]
-                T.copy(x, X[bx * block_M, 0])
+                add_residual(X, R, x, bx * block_M)
 
     elif source == "residual" and bias:
 
@@ -126,12 +131,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
                 x = T.alloc_fragment((block_M, D), accum_dtype)
-                r = T.alloc_fragment((block_M, D), accum_dtype)
-                T.copy(X[bx * block_M, 0], x)
-                T.copy(R[bx * block_M, 0], r)
-                for i, j in T.Parallel(block_M, D):
-                    x[i, j] = x[i, j] + r[i, j]
-                T.copy(x, X[bx * block_M, 0])
+                add_residual(X, R, x, bx * block_M)
                 norm_rows(x, W, Bias, Y, bx * block_M, None)
 
     elif source == "residual":
@@ -145,12 +145,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
                 x = T.alloc_fragment((block_M, D), accum_dtype)
-                r = T.alloc_fragment((block_M, D), accum_dtype)
-                T.copy(X[bx * block_M, 0], x)
-                T.copy(R[bx * block_M, 0], r)
-                for i, j in T.Parallel(block_M, D):
-                    x[i, j] = x[i, j] + r[i, j]
-                T.copy(x, X[bx * block_M, 0])
+                add_residual(X, R, x, bx * block_M)
                 norm_rows(x, W, None, Y, bx * block_M, None)
 
     else:

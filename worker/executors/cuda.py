@@ -169,6 +169,34 @@ class Workspaces:
         return sum(b.numel() * b.element_size() for b in self.buffers.values())
 
 
+def cublas_gemm(A: Tensor, W: Tensor, C: Tensor, *, bias: Tensor | None = None, relu: bool = False):
+    """A launch of C = act(A @ W^T (+ bias)) on cuBLAS through torch, writing into C (capturable)."""
+    Wt = W.t()
+    # cuBLAS adds the bias in the GEMM's epilogue, as a bf16 vector (what torch's bf16 linear does)
+    bias16 = None if bias is None else bias.to(torch.bfloat16)
+
+    def run() -> None:
+        if bias16 is None:
+            torch.mm(A, Wt, out=C)
+        else:
+            torch.addmm(bias16, A, Wt, out=C)
+        if relu:
+            C.relu_()
+
+    return run
+
+
+def cublas_geglu(A: Tensor, Wi: Tensor, G: Tensor, G2: Tensor):
+    """A launch of G = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T): cuBLAS into G2 ([M, 2F]), then one elementwise pass."""
+    f, Wt = G.shape[1], Wi.t()
+
+    def run() -> None:
+        torch.mm(A, Wt, out=G2)
+        torch.mul(F.gelu(G2[:, :f]), G2[:, f:], out=G)
+
+    return run
+
+
 class CudaExecutor:
     name = "cuda"
 
@@ -354,33 +382,14 @@ class CudaExecutor:
         """C = act(A @ W^T (+ bias)): the bundle's kernel, or cuBLAS where the routing table says so."""
         if self.routes.route(entry, A.shape[0]) != CUBLAS:
             return self._kernel(entry, A, W, *(() if bias is None else (bias,)), C)
-        Wt = W.t()
-        # cuBLAS adds the bias in the GEMM's epilogue, as a bf16 vector (what torch's bf16 linear does)
-        bias16 = None if bias is None else bias.to(torch.bfloat16)
-
-        def run() -> None:
-            if bias16 is None:
-                torch.mm(A, Wt, out=C)
-            else:
-                torch.addmm(bias16, A, Wt, out=C)
-            if relu:
-                C.relu_()
-
-        return Step(entry, CUBLAS, run)
+        return Step(entry, CUBLAS, cublas_gemm(A, W, C, bias=bias, relu=relu))
 
     def _geglu(self, A: Tensor, Wi: Tensor, G: Tensor) -> Step:
         """G = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T): the fused kernel, or cuBLAS and one elementwise pass."""
         entry = "gemm_geglu_bf16"
         if self.routes.route(entry, A.shape[0]) != CUBLAS:
             return self._kernel(entry, A, Wi, G)
-        f, Wt = G.shape[1], Wi.t()
-        G2 = self.ws.view("G2", A.shape[0])
-
-        def run() -> None:
-            torch.mm(A, Wt, out=G2)
-            torch.mul(F.gelu(G2[:, :f]), G2[:, f:], out=G)
-
-        return Step(entry, CUBLAS, run)
+        return Step(entry, CUBLAS, cublas_geglu(A, Wi, G, self.ws.view("G2", A.shape[0])))
 
     def _rope_arguments(self, tables: dict[str, tuple[Tensor, Tensor]] | None) -> dict[str, tuple[Tensor, ...]]:
         """Per layer kind, the arguments between QKV and L of the chosen RoPE entry point."""

@@ -1,0 +1,132 @@
+"""Every GEMM entry point as the cuda executor can run it, the bundle's kernel against cuBLAS, per M (GPU).
+
+    python -m recipe.gemm_routes --bundle bundles/optimized --output OUT
+
+For each GEMM entry point and M (token rows of a forward pass), times the bundle's kernel (the tier the
+loader picks for M) and the cuBLAS launch the executor would use instead (`worker.executors.cuda`:
+torch.mm / addmm with the bias and ReLU, for GeGLU the GEMM into [M, 2F] and the elementwise gelu(a) * g),
+both as `recipe.kernel_bench` times kernels: inside one CUDA graph, weights cycling through copies past
+the L2, 3 warm-up replays and 20 timed ones, a sample per launch. Writes OUT/gemm_routes.csv (every median)
+and OUT/gemm_routes.json (the M ranges where cuBLAS was faster, per entry: what `gemm_routes.ROUTES` takes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+from bundle.loader import Kernels
+from recipe.kernel_bench import TIMED_REPLAYS, WARMUP_REPLAYS, _copies, make_args
+from worker.executors.cuda import cublas_geglu, cublas_gemm
+
+# (rows, tokens) per timed shape; M = rows x tokens runs from one short row to 16 full ones
+SHAPES = ((1, 16), (1, 80), (1, 128), (1, 256), (3, 192), (2, 512), (5, 512), (8, 512), (16, 512))
+M_VALUES = tuple(r * t for r, t in SHAPES)
+
+
+def graph_time_us(launches: list) -> list[float]:
+    """Per-launch microseconds of `launches` run in turn inside one CUDA graph, per timed replay."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for launch in launches:
+            launch()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for launch in launches:
+            launch()
+    for _ in range(WARMUP_REPLAYS):
+        graph.replay()
+    samples = []
+    for _ in range(TIMED_REPLAYS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / len(launches))
+    return samples
+
+
+def ranges(ms: list[int]) -> list[list[int | None]]:
+    """Contiguous runs of the measured M values as [low, high] ranges; the last measured M runs unbounded."""
+    out: list[list[int | None]] = []
+    for m in ms:
+        index = M_VALUES.index(m)
+        low = M_VALUES[index - 1] + 1 if index else 1
+        if out and out[-1][1] == low - 1:
+            out[-1][1] = m
+        else:
+            out.append([low, m])
+    if out and out[-1][1] == M_VALUES[-1]:
+        out[-1][1] = None
+    return out
+
+
+def main(*, bundle: Path, output: Path) -> int:
+    output.mkdir(parents=True)
+    kernels = Kernels(bundle)
+    kernels.init()
+    rows, faster = [], {}
+    gemms = [name for name, e in kernels.manifest.entries.items() if e.family == "gemm"]
+    for name in gemms:
+        faster[name] = []
+        for (R, L), m in zip(SHAPES, M_VALUES, strict=True):
+            timed = {route: statistics.median(graph_time_us(launches_for(kernels, name, R, L, route)))
+                     for route in ("tilelang", "cublas")}
+            symbol = kernels.manifest.entries[name].tier_for(m).symbol
+            rows.append({"entry": name, "M": m, "tilelang_symbol": symbol,
+                         "tilelang_us": round(timed["tilelang"], 3), "cublas_us": round(timed["cublas"], 3),
+                         "ratio": round(timed["tilelang"] / timed["cublas"], 3)})
+            if timed["cublas"] < timed["tilelang"]:
+                faster[name].append(m)
+            print(f"{name:30} M={m:5} tilelang {timed['tilelang']:8.2f} us  cublas {timed['cublas']:8.2f} us",
+                  flush=True)
+    with open(output / "gemm_routes.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    table = {name: ranges(ms) for name, ms in faster.items() if ms}
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "bundle": kernels.describe(),
+            "command": sys.argv, "m_values": M_VALUES, "cublas_faster": table}
+    (output / "gemm_routes.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(json.dumps(table, indent=1))
+    return 0
+
+
+def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str) -> list:
+    """Launches of entry `name` at R rows of L tokens, cycling weight copies: the bundle's kernel or cuBLAS."""
+    entry = kernels.manifest.entries[name]
+    arg_sets = [make_args(kernels, name, R, L, copy) for copy in range(_copies(kernels, name, R, L))]
+    made = []
+    for i in range(max(10, len(arg_sets))):
+        args = arg_sets[i % len(arg_sets)]
+        if route == "tilelang":
+            made.append(getattr(kernels, name).bind(*args))
+        elif name == "gemm_geglu_bf16":
+            A, Wi, G = args
+            G2 = torch.empty(A.shape[0], Wi.shape[0], dtype=torch.bfloat16, device="cuda")
+            made.append(cublas_geglu(A, Wi, G, G2))
+        else:
+            names = [a.name for a in entry.args]
+            bias = args[names.index("Bias")] if "Bias" in names else None
+            made.append(cublas_gemm(args[0], args[1], args[-1], bias=bias, relu="relu" in name))
+    return made
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="python -m recipe.gemm_routes", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bundle", type=Path, required=True, help="bundle directory (tables not needed)")
+    p.add_argument("--output", type=Path, required=True, help="a directory that does not exist yet")
+    a = p.parse_args()
+    if a.output.exists():
+        p.error(f"{a.output} exists; give a fresh directory")
+    sys.exit(main(bundle=a.bundle, output=a.output))

@@ -1,0 +1,45 @@
+"""A synthesized checkpoint and a bundle whose tables were exported for it, prepared once per work directory.
+
+The GPU tests and recipes share it: `<workdir>/<size>/checkpoint` (seed 0, deterministic) and
+`<workdir>/<size>/<bundle name>` (the built bundle's manifest and library, tables exported on this machine's
+GPU for that checkpoint). Whatever already verifies is reused, so one GPU session synthesizes and exports once.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from bundle.manifest import LIBRARY, MANIFEST
+
+SEED = 0
+
+
+def checkpoint(workdir: Path, size: str) -> Path:
+    """The `size` checkpoint of this work directory, synthesized on first use."""
+    from worker.checkpoint import ARTIFACTS
+    from worker.synthesize import synthesize
+
+    path = Path(workdir) / size / "checkpoint"
+    if not all((path / name).is_file() for name in ARTIFACTS):
+        synthesize(path, size=size, seed=SEED)
+    return path
+
+
+def bundle_for(workdir: Path, size: str, built: Path) -> tuple[Path, Path]:
+    """(checkpoint, bundle): `built` (a `laya-bundle build` output) with tables exported for the checkpoint."""
+    from bundle import export_tables
+    from bundle.verify import verify
+
+    ckpt = checkpoint(workdir, size)
+    bundle = Path(workdir) / size / Path(built).name
+    if verify(bundle, ckpt):
+        bundle.mkdir(parents=True, exist_ok=True)
+        for name in (MANIFEST, LIBRARY):
+            shutil.copy(Path(built) / name, bundle / name)
+        if export_tables.main(checkpoint=ckpt, out=bundle) != 0:
+            raise RuntimeError(f"exporting tables into {bundle} failed")
+        found = verify(bundle, ckpt)
+        if found:
+            raise RuntimeError(f"{bundle} does not verify against {ckpt}: " + "; ".join(map(str, found)))
+    return ckpt, bundle
