@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import statistics
 import sys
@@ -32,7 +33,7 @@ M_VALUES = tuple(r * t for r, t in SHAPES)
 
 def graph_time_us(launches: list) -> list[float]:
     """Per-launch microseconds of `launches` run in turn inside one CUDA graph, per timed replay."""
-    stream = torch.cuda.Stream()
+    stream = _capture_stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         for launch in launches:
@@ -99,6 +100,11 @@ def main(*, bundle: Path, output: Path) -> int:
     (output / "gemm_routes.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(json.dumps(table, indent=1))
     return 0
+
+
+@functools.cache
+def _capture_stream() -> torch.cuda.Stream:
+    return torch.cuda.Stream()  # one for every capture: torch keeps a cuBLAS workspace per stream
 
 
 def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str) -> list:

@@ -231,6 +231,8 @@ class CudaExecutor:
         self._plans: dict[tuple[int, int], list[Step]] = {}
         self._graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
         self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
+        # one capture stream: torch keeps a cuBLAS workspace per stream, so a stream per capture would hold many
+        self._capture_stream = torch.cuda.Stream(self.device) if self.graphs else None
         self._events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) \
             if self.device.type == "cuda" else None
         self.last_gpu_ms: float | None = None
@@ -290,7 +292,7 @@ class CudaExecutor:
 
     def _capture(self, key: tuple[int, int]) -> torch.cuda.CUDAGraph:
         steps = self._plan(key)
-        stream = torch.cuda.Stream(self.device)
+        stream = self._capture_stream
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for step in steps:  # once outside capture: cuBLAS handles and workspaces exist before it
