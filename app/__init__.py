@@ -17,6 +17,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     from app import auth, config, dispatch, errors, metrics
     from app.batches import bp as batches_bp
     from app.health import bp as health_bp
+    from app.info import bp as info_bp
     from app.jobs import bp as jobs_bp
     from app.openapi import bp as openapi_bp
     from app.systemone import bp as systemone_bp
@@ -32,7 +33,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     dispatch.init_app(app, celery_init_app(app))
     metrics.init_app(app, app.extensions["laya"])  # its clock starts before auth, so 401s are timed too
     auth.init_app(app)
-    for bp in (systemone_bp, jobs_bp, batches_bp, health_bp, openapi_bp):
+    for bp in (systemone_bp, jobs_bp, batches_bp, health_bp, info_bp, openapi_bp):
         app.register_blueprint(bp)
     return app
 

@@ -105,6 +105,8 @@ def document(limits: dict) -> dict:
                                                        **errors(401, 404, 422, 503)}}},
             "/health": {"get": {"summary": "200 while a warm worker is ready", "security": [],
                                 "responses": {"200": answer("Health", "ready"), **errors(503)}}},
+            "/info": {"get": {"summary": "What serves this API: each worker's model, executor, bundle, kernel mapping, "
+                                        "limits and versions", "responses": {"200": {"description": "JSON"}}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text"}}}},
         },
     }

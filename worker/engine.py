@@ -11,7 +11,16 @@ from worker.config import ModelConfig
 from worker.contract import LIMITS, ExecutorError, RequestError
 from worker.decode import decode_answers
 from worker.executors import Executor, ExecutorOptions, make_executor
-from worker.sequences import Question, Row, build_row, encode_state, parse_payload, parse_questions
+from worker.sequences import (
+    Question,
+    Row,
+    build_row,
+    encode_texts,
+    parse_payload,
+    parse_questions,
+    row_texts,
+    state_text,
+)
 from worker.tokenizer import Tokenizer
 
 RESPONSE_MODEL = "laya-rl-agent"  # the reference's `model` field in every response
@@ -43,6 +52,25 @@ class Engine:
         described = {k: v for k, v in self.executor.describe().items() if k != "executor"}
         return f"{self.executor.name} executor ({self.executor_choice}); {json.dumps(described)}"
 
+    def info(self) -> dict:
+        """What this engine is, for the worker's heartbeat record and GET /info."""
+        from recipe.provenance import versions
+
+        described = self.executor.describe()
+        mapping = getattr(self.executor, "mapping", dict)()
+        loaded: dict[str, set] = {}
+        for entries in mapping.values():
+            for entry, impl in entries.items():
+                loaded.setdefault(entry, set()).add(impl)
+        admits = self.executor.admits
+        return {
+            "model": self.model_name, "executor": described, "chosen": self.executor_choice,
+            "kernel_mapping": {entry: sorted(impls) for entry, impls in loaded.items()},
+            "limits": {**LIMITS, "max_len": self.config.max_len, "rows_per_pass": admits.max_rows,
+                       "token_step": admits.token_step},
+            "versions": versions(("laya-service", "torch")),
+        }
+
     def decide(self, payload: dict) -> dict:
         """The /v1/systemone response for `payload`; RequestError for what cannot be answered."""
         return self._answer([self.prepare(payload)])[0]
@@ -68,14 +96,20 @@ class Engine:
         return results  # type: ignore[return-value]
 
     def prepare(self, payload: dict) -> Prepared:
-        """Validate a payload and build its rows (tokenizing the state once)."""
+        """Validate a payload and build its rows: the state and every question's texts in one tokenizer call."""
         state, raw_questions = parse_payload(payload, self.model_name)
         questions = parse_questions(raw_questions)
         if not questions:
             return Prepared([], [])
-        state_ids, truncate_left = encode_state(self.tokenizer, state)
-        rows = [build_row(self.tokenizer, q, state_ids, truncate_left=truncate_left, max_len=self.config.max_len,
-                          head_max_len=self.config.head_max_len) for q in questions]
+        tok, cfg = self.tokenizer, self.config
+        per_question = [row_texts(tok, q) for q in questions]
+        encoded = encode_texts(tok, [state_text(tok, state)] + [t for texts in per_question for t in texts])
+        state_ids, at, rows = encoded[0], 1, []
+        for question, texts in zip(questions, per_question, strict=True):
+            rows.append(build_row(tok, question, encoded[at:at + len(texts)], state_ids,
+                                  truncate_left=isinstance(state, list), max_len=cfg.max_len,
+                                  head_max_len=cfg.head_max_len))
+            at += len(texts)
         return Prepared(questions, rows)
 
     def warmup(self) -> None:

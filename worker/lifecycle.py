@@ -51,7 +51,7 @@ def start(settings: WorkerSettings, celery, node: str) -> None:
     try:
         celery.control.cancel_consumer(settings.queue, destination=[node], reply=False)  # if after a crash
         engine = _load_engine(settings)
-        heartbeat.record["executor"] = engine.executor.name
+        heartbeat.record.update(executor=engine.executor.name, info=engine.info())
         _runtime = Runtime(settings, engine, redis, heartbeat)
         heartbeat.start()
         _consume(celery, settings.queue, node)

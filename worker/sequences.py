@@ -161,13 +161,37 @@ def _parse_labels(qid: str, labels: object, field: str) -> tuple[str, str]:
     return false_label, true_label
 
 
-def build_row(tok: Tokenizer, question: Question, state_ids: list[int], *, truncate_left: bool,
-              max_len: int, head_max_len: int) -> Row:
-    """One question's row; RequestError when its options do not all fit before `max_len`."""
+def row_texts(tok: Tokenizer, question: Question) -> list[tuple[str, str]]:
+    """(text, field) pairs to tokenize for one question's row: its head, then each option's text."""
     field = f"questions.{question.qid}"
-    head_ids = _encode(tok, f"{question.qtype} question: {tok.scrub(question.instructions)}", field + ".instructions")
-    option_ids = [[tok.mask_id] + _encode(tok, " " + tok.scrub(text), field + ".criteria")[:OPTION_MAX_TOKENS]
-                  for text in question.options]
+    head = (f"{question.qtype} question: {tok.scrub(question.instructions)}", field + ".instructions")
+    return [head] + [(" " + tok.scrub(text), field + ".criteria") for text in question.options]
+
+
+def state_text(tok: Tokenizer, state: object) -> tuple[str, str]:
+    """The state as the text to tokenize, with its field."""
+    return tok.scrub(serialize_state(state)), "state"
+
+
+def encode_texts(tok: Tokenizer, texts: list[tuple[str, str]]) -> list[list[int]]:
+    """Token ids of every (text, field) in one tokenizer call; RequestError naming the first field that cannot be."""
+    try:
+        return tok.encode_many([text for text, _ in texts])
+    except UnencodableText as e:
+        for text, field in texts:
+            try:
+                tok.encode(text)
+            except UnencodableText:
+                raise RequestError(str(e), field=field) from None
+        raise
+
+
+def build_row(tok: Tokenizer, question: Question, encoded: list[list[int]], state_ids: list[int], *,
+              truncate_left: bool, max_len: int, head_max_len: int) -> Row:
+    """One question's row from its encoded `row_texts` and the state's ids; RequestError when its options do
+    not all fit before `max_len`. A conversation (truncate_left) keeps its newest turns."""
+    head_ids = encoded[0]
+    option_ids = [[tok.mask_id] + ids[:OPTION_MAX_TOKENS] for ids in encoded[1:]]
     option_budget = head_max_len - sum(len(o) for o in option_ids)
     if option_budget < OPTION_MIN_BUDGET:
         share = max(4, (head_max_len - OPTION_MIN_BUDGET) // max(1, len(option_ids)))
@@ -185,20 +209,5 @@ def build_row(tok: Tokenizer, question: Question, state_ids: list[int], *, trunc
     markers = [m for m in markers if m < max_len]
     if len(markers) != len(option_ids):
         raise RequestError(f"question {question.qid!r}: its {len(option_ids)} options do not fit in the "
-                           f"{head_max_len}-token head budget", field=field + ".criteria")
+                           f"{head_max_len}-token head budget", field=f"questions.{question.qid}.criteria")
     return Row(ids, markers, QTYPES[question.qtype])
-
-
-def encode_state(tok: Tokenizer, state: object) -> tuple[list[int], bool]:
-    """The state's token ids (computed once per request) and whether to cut it from the left.
-
-    A conversation (a list of turns) is cut from the left, so the newest turns survive.
-    """
-    return _encode(tok, tok.scrub(serialize_state(state)), "state"), isinstance(state, list)
-
-
-def _encode(tok: Tokenizer, text: str, field: str) -> list[int]:
-    try:
-        return tok.encode(text)
-    except UnencodableText as e:
-        raise RequestError(str(e), field=field) from None

@@ -44,6 +44,13 @@ class Tokenizer:
         except TypeError:
             raise UnencodableText("text holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode") from None
 
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text, in one call (the tokenizer's batch path); UnencodableText as `encode`."""
+        try:
+            return [encoding.ids for encoding in self._backend.encode_batch(texts, add_special_tokens=False)]
+        except TypeError:
+            raise UnencodableText("text holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode") from None
+
     def scrub(self, text: str) -> str:
         """`text` with every literal mask token replaced by a space, so no text can forge an option marker."""
         return text.replace(self.mask_token, " ")

@@ -1,4 +1,4 @@
-"""GET /health, /openapi.json and /metrics on the running service."""
+"""GET /health, /info, /openapi.json and /metrics on the running service."""
 
 from __future__ import annotations
 
@@ -12,10 +12,21 @@ def test_health_lists_the_warm_worker(stack):
     assert worker["model"] == "english" and worker["executor"] == "reference"
 
 
+def test_info_describes_each_worker_from_its_heartbeat(stack):
+    body = stack.get("/info").json()
+    assert body["models"] == ["english"] and body["limits"] == {"max_questions": 16, "max_markers": 2048}
+    (worker,) = [w for w in body["workers"] if w["state"] == "ready"]
+    info = worker["info"]
+    assert info["model"] == "english" and info["executor"]["executor"] == "reference"
+    assert info["chosen"] == "auto: no bundle given"  # the test workers get no LAYA_CUDA_BUNDLE
+    assert info["limits"]["max_len"] == 512 and info["limits"]["rows_per_pass"] == 16
+    assert info["versions"]["laya-service"] != "not installed" and info["versions"]["commit"]
+
+
 def test_openapi_is_generated_from_the_schemas(stack):
     doc = stack.get("/openapi.json").json()
     assert doc["openapi"].startswith("3.")
-    assert {"/v1/systemone", "/v1/jobs", "/v1/jobs/{id}", "/v1/batches", "/v1/batches/{id}", "/health",
+    assert {"/v1/systemone", "/v1/jobs", "/v1/jobs/{id}", "/v1/batches", "/v1/batches/{id}", "/health", "/info",
             "/metrics"} <= set(doc["paths"])
     request = doc["components"]["schemas"]["Request"]
     assert request["required"] == ["state", "questions"]

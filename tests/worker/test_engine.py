@@ -36,17 +36,25 @@ def test_rows_are_cut_to_max_len(engine):
     assert len(prepared.rows[0].ids) == engine.config.max_len
 
 
-def test_state_is_tokenized_once_per_request(engine, monkeypatch):
+def test_state_is_tokenized_once_per_request_in_one_call(engine, monkeypatch):
     calls = []
-    encode = engine.tokenizer.encode
+    encode_many = engine.tokenizer.encode_many
 
-    def counting(text):
-        calls.append(text)
-        return encode(text)
+    def counting(texts):
+        calls.append(texts)
+        return encode_many(texts)
 
-    monkeypatch.setattr(engine.tokenizer, "encode", counting)
+    monkeypatch.setattr(engine.tokenizer, "encode_many", counting)
+    monkeypatch.setattr(engine.tokenizer, "encode", lambda text: pytest.fail("one text at a time"))
     engine.prepare(payload(state="unique state text", q=NOUL, r=NOUL, s=CHOICE))
-    assert sum("unique state text" in text for text in calls) == 1
+    (texts,) = calls
+    assert sum("unique state text" in text for text in texts) == 1
+
+
+def test_a_text_that_cannot_be_tokenized_is_named(engine):
+    with pytest.raises(RequestError) as e:
+        engine.prepare(payload(state="fine", q=NOUL, r={**NOUL, "instructions": "bad \ud800"}))
+    assert e.value.field == "questions.r.instructions"
 
 
 @pytest.mark.parametrize(("bad", "field"), [
