@@ -18,6 +18,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     from app.batches import bp as batches_bp
     from app.health import bp as health_bp
     from app.jobs import bp as jobs_bp
+    from app.models import served_models
     from app.openapi import bp as openapi_bp
     from app.systemone import bp as systemone_bp
 
@@ -27,6 +28,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.config.from_mapping(config.from_env())
     if test_config is not None:
         app.config.from_mapping(test_config)
+    app.config["SERVED_MODELS"] = served_models(app.config)
 
     errors.init_app(app)
     dispatch.init_app(app, celery_init_app(app))

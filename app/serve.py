@@ -15,6 +15,7 @@ import tempfile
 from gunicorn.app.base import BaseApplication
 
 from app import config
+from app.models import served_models
 
 GRACEFUL_TIMEOUT_S = 30
 
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         settings = {**config.DEFAULTS, **config.from_env()}
+        served_models(settings)
     except ValueError as e:
         print(f"laya-api: {e}", file=sys.stderr)
         return 2

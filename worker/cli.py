@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from worker.contract import ExecutorError, RequestError, error_body, wire_json
+from worker.contract import ExecutorError, RequestError, canonical_model, error_body, wire_json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--executor", choices=("reference", "cuda", "auto"), default="auto",
                    help="reference: plain torch fp32; cuda: the bundle's kernels; auto: the fastest available")
     p.add_argument("--device", help="torch device for the reference executor (default: cuda if present, else cpu)")
-    p.add_argument("--model", default="english", help="the model name requests must name (default: english)")
+    p.add_argument("--model", default="english", type=_model,
+                   help="the Laya model the checkpoint is; a request naming another Laya model gets 422, one naming "
+                        "this model, an alias of it, no model or a non-Laya id is answered (default: english)")
     p.add_argument("--eager", action="store_true", help="cuda executor: launch kernels without CUDA graphs")
     p.add_argument("--original-rope", action="store_true",
                    help="cuda executor: RoPE rounded like the reference's bf16 path instead of fused fp32 math")
@@ -41,6 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"laya-run: {e}", file=sys.stderr)
         return 2
     return serve_lines(engine, sys.stdin.buffer, sys.stdout)
+
+
+def _model(name: str) -> str:
+    try:
+        return canonical_model(name, "--model")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def serve_lines(engine, lines: BinaryIO, out: TextIO) -> int:

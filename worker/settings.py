@@ -16,7 +16,7 @@ ENV = {
     "bundle": ("LAYA_CUDA_BUNDLE", "", "CUDA bundle directory (for the cuda executor)"),
     "executor": ("LAYA_EXECUTOR", "auto", "auto, reference or cuda"),
     "device": ("LAYA_DEVICE", "", "torch device of the reference executor (default: cuda if present, else cpu)"),
-    "model": ("LAYA_MODEL", "english", "the model this worker serves; it consumes the queue laya.<model>"),
+    "model": ("LAYA_MODEL", "english", "model served: english, multilingual or typed-decisions (queue laya.<model>)"),
     "heartbeat_ttl_s": ("LAYA_HEARTBEAT_TTL_S", 15, "readiness key TTL; refreshed every third of it"),
     "result_ttl_s": ("LAYA_RESULT_TTL_S", contract.DEFAULT_RESULT_TTL_S, "how long results stay fetchable"),
     "visibility_timeout_s": ("LAYA_VISIBILITY_TIMEOUT_S", contract.DEFAULT_VISIBILITY_TIMEOUT_S,
@@ -53,6 +53,7 @@ class WorkerSettings:
                 values[f.name] = type(default)(raw) if raw != "" else default
             except ValueError:
                 raise ValueError(f"{name}={raw!r} is not a valid {type(default).__name__}") from None
+        values["model"] = contract.canonical_model(values["model"], "LAYA_MODEL")
         if values["executor"] not in ("auto", "reference", "cuda"):
             raise ValueError(f"LAYA_EXECUTOR={values['executor']!r}; use auto, reference or cuda")
         return cls(**values)

@@ -48,4 +48,4 @@ def test_request_schema_keeps_question_order_and_unknown_question_keys():
     questions = {k: {"type": "noul", "instructions": "?", "extra": 1} for k in ("z", "a", "m")}
     payload = RequestSchema().load({"state": "x", "questions": questions, "ignored": True})
     assert list(payload["questions"]) == ["z", "a", "m"] and payload["questions"]["z"]["extra"] == 1
-    assert payload["model"] == "english" and "ignored" not in payload
+    assert payload["model"] is None and "ignored" not in payload  # resolved to a served model after loading

@@ -104,7 +104,7 @@ def test_415_content_type_not_json(stack, content_type):
     ({"state": "x", "questions": {f"q{i}": NOUL for i in range(17)}}, "questions"),
     ({"state": "x", "questions": {"q1": {"type": "yesno", "instructions": "?"}}}, "questions.q1.type"),
     ({"state": "x", "questions": {"q1": {"type": "noul"}}}, "questions.q1.instructions"),
-    ({"model": "klingon", "state": "x", "questions": {"q": NOUL}}, "model"),
+    ({"model": "multilingual", "state": "x", "questions": {"q": NOUL}}, "model"),
 ])
 def test_422_names_the_field(stack, payload, field):
     assert_error_body(stack.post("/v1/systemone", json=payload), 422, field=field)
