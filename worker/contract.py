@@ -76,8 +76,9 @@ def resolve_model(model_id: object, served: tuple[str, ...]) -> str:
     default (the first served). RequestError (422) for a Laya model that is not served."""
     model = laya_model(model_id) or served[0]
     if model not in served:
-        raise RequestError(f"model {model_id!r} is Laya's {model!r}, which this service does not serve; "
-                           f"it serves {', '.join(served)}", field="model")
+        asked = "" if model_id == model else f" (asked as {model_id!r})"
+        raise RequestError(f"this service does not serve the Laya model {model!r}{asked}; it serves "
+                           f"{', '.join(served)}", field="model")
     return model
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ REDIS_PASSWORD = "laya-test-password"
 API_KEY = "laya-test-key"
 HEARTBEAT_TTL_S = 3  # short, so a stopped worker's readiness expires within the test
 STARTUP_TIMEOUT_S = 180  # worker load + warmup on a loaded 2-core machine
+STACK_STARTUP_TIMEOUT_S = 300  # laya-stack: synthesizing checkpoints, then workers warming up side by side
 BIN = Path(sys.executable).parent
 
 
@@ -157,6 +159,29 @@ class Launcher:
             process.stop()
 
 
+@contextlib.contextmanager
+def laya_stack(tmp_path: Path, *args: str):
+    """`laya-stack ARGS` with its own Redis and cache under `tmp_path`, until ready; yields (API URL, Redis URL).
+
+    On exit it is stopped with Ctrl-C and must exit 0.
+    """
+    redis_port, api_port = free_port(), free_port()
+    redis_url = f"redis://127.0.0.1:{redis_port}/0"
+    env = {"PATH": str(BIN) + ":/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "LAYA_REDIS_URL": redis_url, "LAYA_PORT": str(api_port), "LAYA_EXECUTOR": "reference",
+           "LAYA_DEVICE": "cpu"}
+    log = tmp_path / "stack.log"
+    with open(log, "wb") as out:
+        stack = subprocess.Popen([str(BIN / "laya-stack"), *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: stack.poll() is None and "ready at" in log.read_text(), STACK_STARTUP_TIMEOUT_S,
+                   "laya-stack: ready")
+        yield f"http://127.0.0.1:{api_port}", redis_url
+    finally:
+        stack.send_signal(signal.SIGINT)
+        assert stack.wait(60) == 0, log.read_text()[-3000:]
+
+
 def _answers(base_url: str) -> bool:
     try:
         requests.get(base_url + "/health", timeout=2)
@@ -174,11 +199,11 @@ CHOICE = {"type": "choice", "instructions": "What is the topic?", "criteria": ["
 SCORE = {"type": "score", "instructions": "How angry is the customer?", "criteria": ["calm", "annoyed", "furious"]}
 
 
-def laya_run(checkpoint: Path, payloads: list[dict]) -> list[dict]:
+def laya_run(checkpoint: Path, payloads: list[dict], model: str = "english") -> list[dict]:
     """What `laya-run` prints for each payload (one JSON line each)."""
     lines = "".join(json.dumps(p) + "\n" for p in payloads)
-    out = subprocess.run([str(BIN / "laya-run"), str(checkpoint), "--executor", "reference", "--device", "cpu"],
-                         input=lines, capture_output=True, text=True, timeout=300, check=True)
+    out = subprocess.run([str(BIN / "laya-run"), str(checkpoint), "--executor", "reference", "--device", "cpu",
+                          "--model", model], input=lines, capture_output=True, text=True, timeout=300, check=True)
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 
