@@ -1,7 +1,7 @@
 """The Flask API: `create_app()` builds it from DEFAULTS, LAYA_* environment variables and a test mapping.
 
 It validates requests and hands them to the workers through Celery and Redis; it never imports torch
-nor anything from `worker/` but `worker.contract`.
+nor anything from `worker/` but the standard-library-only `worker.contract` and `worker.version`.
 """
 
 from __future__ import annotations

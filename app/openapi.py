@@ -7,6 +7,7 @@ from marshmallow import Schema, fields, missing, validate
 
 from app import schemas
 from app.errors import ERROR_STATUS
+from worker.version import version_info
 
 bp = Blueprint("openapi", __name__)
 
@@ -57,7 +58,7 @@ def schema_component(schema: type[Schema]) -> dict:
     return out
 
 
-def document(limits: dict, models: tuple[str, ...]) -> dict:
+def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) -> dict:
     ref = "#/components/schemas/{}".format
 
     def body(name: str) -> dict:
@@ -80,7 +81,7 @@ def document(limits: dict, models: tuple[str, ...]) -> dict:
                    for n, m in (("offset", 0), ("limit", 1))]
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Laya decision service", "version": "1",
+        "info": {"title": "Laya decision service", "version": versions["version"], "x-commit": versions["commit"],
                  "description": f"Laya typed decisions over the Jev /v1/systemone protocol. Models served: "
                                 f"{', '.join(models)} (default: {models[0]}). Limits: {limits}."},
         "components": {
@@ -127,4 +128,4 @@ def openapi():
 
     return jsonify(document({**contract.LIMITS, "max_body_bytes": current_app.config["MAX_BODY_BYTES"],
                              "max_batch_states": current_app.config["MAX_BATCH_STATES"]},
-                            current_app.config["SERVED_MODELS"]))
+                            current_app.config["SERVED_MODELS"], version_info()))

@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from worker import contract
+from worker.version import add_version_flag
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "laya"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
                         "if set)")
     p.add_argument("--redis-dir", type=Path, default=CACHE / "redis",
                    help="data directory of a Redis started here (append-only file on; default: %(default)s)")
+    add_version_flag(p)
     args = p.parse_args(argv)
     try:
         models = contract.parse_models(args.models, "--models")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from worker.contract import ExecutorError, RequestError, canonical_model, error_body, wire_json
+from worker.version import add_version_flag
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eager", action="store_true", help="cuda executor: launch kernels without CUDA graphs")
     p.add_argument("--original-rope", action="store_true",
                    help="cuda executor: RoPE rounded like the reference's bf16 path instead of fused fp32 math")
+    add_version_flag(p)
     args = p.parse_args(argv)
     if args.executor != "cuda" and (args.eager or args.original_rope):
         print("laya-run: --eager and --original-rope only change the cuda executor; ignored", file=sys.stderr)

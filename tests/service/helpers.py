@@ -144,9 +144,10 @@ class Launcher:
         service.processes.append(process)
         return process
 
-    def api(self, service: Service, **env: str) -> Process:
+    def api(self, service: Service, *, bin_dir: Path = BIN, **env: str) -> Process:
+        """laya-api (from `bin_dir`: another installation's) serving `service`."""
         port = free_port()
-        process = self._start("api", [str(BIN / "laya-api")], {
+        process = self._start("api", [str(bin_dir / "laya-api")], {
             "LAYA_REDIS_URL": service.redis_url, "LAYA_HOST": "127.0.0.1", "LAYA_PORT": str(port),
             "LAYA_API_THREADS": "16", **env})
         service.base_url = f"http://127.0.0.1:{port}"

@@ -9,12 +9,15 @@ import redis
 import requests
 
 from service.helpers import BIN, NOUL, laya_stack, request_body
+from worker.version import git_commit, package_version
 
 
-@pytest.mark.parametrize("command", ["laya-api", "laya-worker", "laya-stack"])
-def test_every_command_has_help(command):
+@pytest.mark.parametrize("command", ["laya-api", "laya-worker", "laya-stack", "laya-run", "laya-bundle"])
+def test_every_command_has_help_and_version(command):
     out = subprocess.run([str(BIN / command), "--help"], capture_output=True, text=True, timeout=60, check=True)
-    assert "usage:" in out.stdout
+    assert "usage:" in out.stdout and "--version" in out.stdout
+    out = subprocess.run([str(BIN / command), "--version"], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout == f"{command} {package_version()} (commit {git_commit()})\n"
 
 
 def test_worker_refuses_to_start_without_a_checkpoint(tmp_path):

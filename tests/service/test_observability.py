@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from service.helpers import NOUL, request_body
+from worker.version import git_commit, package_version
 
 
 def test_health_lists_the_warm_worker(stack):
@@ -10,6 +11,7 @@ def test_health_lists_the_warm_worker(stack):
     assert body["status"] == "ok"
     (worker,) = [w for w in body["workers"] if w["state"] == "ready"]
     assert worker["model"] == "english" and worker["executor"] == "reference"
+    assert (worker["version"], worker["commit"]) == (package_version(), git_commit())  # what each worker runs
 
 
 def test_openapi_is_generated_from_the_schemas(stack):
