@@ -1,9 +1,9 @@
 """marshmallow schemas: the request shapes and limits the API checks, and the response shapes it documents.
 
-The API checks shape and the limits in `contract.LIMITS`; rules that need the tokenizer or the
-reference's own checks (criteria, labels, option markers) run in
-the worker and come back in the same error shape. Unknown keys inside a question pass through to the
-worker, as the reference ignores them; unknown top-level keys are dropped.
+The API checks shape and the limits in `contract.LIMITS`, and resolves the model; rules that need the
+tokenizer or the reference's own checks (criteria, labels, option markers) run in the worker and come
+back in the same error shape. Unknown keys inside a question pass through to the worker, as the
+reference ignores them; unknown top-level keys are dropped.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ def _questions_field() -> fields.Dict:
                        metadata={"description": "question id -> question; answers keep this order"})
 
 
-def _model_field() -> fields.String:
-    return fields.String(load_default=None, allow_none=True, metadata={"description": resolution_table()})
+def _model_field() -> fields.Raw:
+    # any JSON value, as laya-serve takes it: what names no Laya model (a number too) goes to the default model
+    return fields.Raw(load_default=None, allow_none=True, metadata={"description": resolution_table()})
 
 
 class RequestSchema(Schema):

@@ -75,6 +75,7 @@ def two_models(app):
     [
         ("jev-1", "english"),
         (None, "english"),
+        (5, "english"),
         ("typed", "typed-decisions"),
         ("convaiinnovations/laya-typed-decisions", "typed-decisions"),
     ],
