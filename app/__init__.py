@@ -1,7 +1,7 @@
 """The Flask API: `create_app()` builds it from DEFAULTS, LAYA_* environment variables and a test mapping.
 
 It validates requests and hands them to the workers through Celery and Redis; it never imports torch
-nor anything from `worker/` but `worker.contract`.
+nor anything from `worker/` but the standard-library-only `worker.contract` and `worker.version`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     from app.health import bp as health_bp
     from app.info import bp as info_bp
     from app.jobs import bp as jobs_bp
+    from app.models import served_models
     from app.openapi import bp as openapi_bp
     from app.systemone import bp as systemone_bp
 
@@ -28,6 +29,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.config.from_mapping(config.from_env())
     if test_config is not None:
         app.config.from_mapping(test_config)
+    app.config["SERVED_MODELS"] = served_models(app.config)
 
     errors.init_app(app)
     dispatch.init_app(app, celery_init_app(app))

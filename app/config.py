@@ -19,7 +19,7 @@ SETTINGS = {
     "PORT": (8080, "port the API binds"),
     "REDIS_URL": (contract.DEFAULT_REDIS_URL, "broker and results (redis://, rediss://, redis://:password@...)"),
     "API_KEY": ("", "bearer token every /v1 route requires (empty: no auth)"),
-    "MODELS": ("english", "comma-separated models the API accepts; each has the queue laya.<model>"),
+    "MODELS": ("english", "comma-separated Laya models served, the default first; each has the queue laya.<model>"),
     "SYNC_TIMEOUT_S": (30.0, "how long POST /v1/systemone waits before answering 504 with the job id"),
     "RESULT_TTL_S": (contract.DEFAULT_RESULT_TTL_S, "how long jobs and batches stay fetchable"),
     "MAX_BODY_BYTES": (1 * MIB, "body cap of /v1/systemone and /v1/jobs (counted while streaming)"),

@@ -1,20 +1,24 @@
-"""GET /health: 200 while some worker has finished a real warmup and keeps its heartbeat; else 503 with why."""
+"""GET /health: 200 while every served model has a worker that finished a real warmup; else 503 naming the missing."""
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, current_app, jsonify
 
 from app.dispatch import dispatcher, no_ready_reason
 from app.errors import ApiError
+from app.models import ready_workers
 
 bp = Blueprint("health", __name__)
 
 
 @bp.get("/health")
 def health():
-    """:raise 503: no worker is ready (none warm yet, failed, or Redis unreachable)."""
+    """:raise 503: some model of LAYA_MODELS has no ready worker (none warm yet, failed, or Redis unreachable)."""
     workers = dispatcher().workers()
-    if not any(w["state"] == "ready" for w in workers):
-        reasons = [no_ready_reason(workers, m) for m in sorted({w["model"] for w in workers})]
-        raise ApiError("unavailable", "; ".join(reasons) or "no worker has finished its warmup", workers=workers)
-    return jsonify({"status": "ok", "workers": workers})
+    ready = ready_workers(workers, current_app.config["SERVED_MODELS"])
+    missing = [model for model, count in ready.items() if not count]
+    if missing:
+        raise ApiError(
+            "unavailable", "; ".join(no_ready_reason(workers, m) for m in missing), models=ready, workers=workers
+        )
+    return jsonify({"status": "ok", "models": ready, "workers": workers})

@@ -10,12 +10,16 @@ from flask import Blueprint, current_app, jsonify
 
 from app.dispatch import dispatcher
 from worker import contract
+from worker.version import version_info
 
 bp = Blueprint("info", __name__)
 
 
 @bp.get("/info")
 def info():
-    workers = [{k: w.get(k) for k in ("model", "node", "state", "info")} for w in dispatcher().workers()]
-    models = [m.strip() for m in current_app.config["MODELS"].split(",") if m.strip()]
-    return jsonify({"models": models, "limits": contract.LIMITS, "workers": workers})
+    """The served models (the default first), the API's version and limits, and every live worker's record."""
+    workers = [{k: w.get(k) for k in ("model", "node", "state", "version", "commit", "info")}
+               for w in dispatcher().workers()]
+    models = current_app.config["SERVED_MODELS"]
+    return jsonify({"models": models, "default_model": models[0], "api": version_info(), "limits": contract.LIMITS,
+                    "workers": workers})

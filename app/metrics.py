@@ -14,6 +14,7 @@ from flask import Blueprint, Flask, Response, current_app, g, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 
+from app.models import ready_workers
 from worker import contract
 
 bp = Blueprint("metrics", __name__)
@@ -24,7 +25,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 class FleetCollector:
     """Per model: queue depth, ready workers and executor time, read from Redis when scraped."""
 
-    def __init__(self, dispatcher, models: list[str]) -> None:
+    def __init__(self, dispatcher, models: tuple[str, ...]) -> None:
         self.dispatcher, self.models = dispatcher, models
 
     def collect(self):
@@ -33,10 +34,10 @@ class FleetCollector:
         executor = HistogramMetricFamily("laya_executor_seconds", "Engine time per task (batch: per chunk)",
                                          labels=["model"])
         try:
-            workers = self.dispatcher.workers()
+            ready_counts = ready_workers(self.dispatcher.workers(), self.models)
             for model in self.models:
                 depth.add_metric([model], self.dispatcher.queue_depth(model))
-                ready.add_metric([model], sum(w["state"] == "ready" and w["model"] == model for w in workers))
+                ready.add_metric([model], ready_counts[model])
                 counts = self.dispatcher.executor_histogram(model)
                 buckets = [(str(b), counts.get(f"le:{b}", 0.0)) for b in contract.EXECUTOR_BUCKETS]
                 executor.add_metric([model], buckets + [("+Inf", counts.get("count", 0.0))],
@@ -53,8 +54,7 @@ def init_app(app: Flask, dispatcher) -> None:
                        ["route", "method", "status"], registry=registry)
     latency = Histogram("laya_http_request_seconds", "HTTP request latency by route", ["route", "method"],
                         buckets=LATENCY_BUCKETS, registry=registry)
-    models = [m.strip() for m in app.config["MODELS"].split(",") if m.strip()]
-    app.extensions["laya_metrics"] = (registry, FleetCollector(dispatcher, models))
+    app.extensions["laya_metrics"] = (registry, FleetCollector(dispatcher, app.config["SERVED_MODELS"]))
 
     @app.before_request
     def _start_clock() -> None:

@@ -7,6 +7,7 @@ from marshmallow import Schema, fields, missing, validate
 
 from app import schemas
 from app.errors import ERROR_STATUS
+from worker.version import version_info
 
 bp = Blueprint("openapi", __name__)
 
@@ -57,7 +58,7 @@ def schema_component(schema: type[Schema]) -> dict:
     return out
 
 
-def document(limits: dict) -> dict:
+def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) -> dict:
     ref = "#/components/schemas/{}".format
 
     def body(name: str) -> dict:
@@ -65,6 +66,10 @@ def document(limits: dict) -> dict:
 
     def answer(name: str, description: str) -> dict:
         return {"description": description, "content": {"application/json": {"schema": {"$ref": ref(name)}}}}
+
+    def resolved(response: dict) -> dict:
+        header = {"description": "the served model that answers (see Request.model)", "schema": {"type": "string"}}
+        return {**response, "headers": {"x-laya-model": header}}
 
     def errors(*statuses: int) -> dict:
         kinds = {s: k for k, s in ERROR_STATUS.items()}
@@ -76,8 +81,9 @@ def document(limits: dict) -> dict:
                    for n, m in (("offset", 0), ("limit", 1))]
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Laya decision service", "version": "1",
-                 "description": f"Laya typed decisions over the Jev /v1/systemone protocol. Limits: {limits}."},
+        "info": {"title": "Laya decision service", "version": versions["version"], "x-commit": versions["commit"],
+                 "description": f"Laya typed decisions over the Jev /v1/systemone protocol. Models served: "
+                                f"{', '.join(models)} (default: {models[0]}). Limits: {limits}."},
         "components": {
             "schemas": {_name(s): schema_component(s) for s in COMPONENTS},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -86,11 +92,12 @@ def document(limits: dict) -> dict:
         "paths": {
             "/v1/systemone": {"post": {"summary": "Answer one request, waiting for it",
                                        "requestBody": body("Request"),
-                                       "responses": {"200": answer("Response", "the answers, in question order"),
+                                       "responses": {"200": resolved(answer("Response", "the answers, in order")),
                                                      **submit_errors, **errors(504)}}},
             "/v1/jobs": {"post": {"summary": "Submit one request; poll its Location",
                                   "requestBody": body("Request"),
-                                  "responses": {"202": answer("Submitted", "queued"), **submit_errors}}},
+                                  "responses": {"202": resolved(answer("Submitted", "queued")),
+                                                **submit_errors}}},
             "/v1/jobs/{id}": {"get": {"summary": "A job's status, and its result when done", "parameters": id_param,
                                       "responses": {"200": answer("Job", "status"), **errors(401, 404, 503)}}},
             "/v1/batches": {"post": {"summary": "Submit many states (or JSON lines of requests) for scoring",
@@ -98,12 +105,13 @@ def document(limits: dict) -> dict:
                                          "application/json": {"schema": {"$ref": ref("Batch")}},
                                          "application/x-ndjson": {"schema": {
                                              "type": "string", "description": "one Request per line"}}}},
-                                     "responses": {"202": answer("Submitted", "queued"), **submit_errors}}},
+                                     "responses": {"202": resolved(answer("Submitted", "queued")),
+                                                   **submit_errors}}},
             "/v1/batches/{id}": {"get": {"summary": "A batch's progress and a page of results, in input order",
                                          "parameters": id_param + page_params,
                                          "responses": {"200": answer("BatchStatus", "progress and results"),
                                                        **errors(401, 404, 422, 503)}}},
-            "/health": {"get": {"summary": "200 while a warm worker is ready", "security": [],
+            "/health": {"get": {"summary": "200 while every served model has a warm worker", "security": [],
                                 "responses": {"200": answer("Health", "ready"), **errors(503)}}},
             "/info": {"get": {"summary": "What serves this API: each worker's model, executor, bundle, kernel mapping, "
                                         "limits and versions", "responses": {"200": {"description": "JSON"}}}},
@@ -121,4 +129,5 @@ def openapi():
     from worker import contract
 
     return jsonify(document({**contract.LIMITS, "max_body_bytes": current_app.config["MAX_BODY_BYTES"],
-                             "max_batch_states": current_app.config["MAX_BATCH_STATES"]}))
+                             "max_batch_states": current_app.config["MAX_BATCH_STATES"]},
+                            current_app.config["SERVED_MODELS"], version_info()))

@@ -8,6 +8,7 @@ from flask import current_app, request
 from marshmallow import ValidationError
 
 from app.errors import ApiError, first_error
+from app.models import resolved_model
 from app.schemas import BatchSchema, RequestSchema
 
 JSON_TYPE = "application/json"
@@ -48,10 +49,10 @@ def parse_json(body: bytes, where: str = "body") -> object:
 
 
 def request_payload() -> dict:
-    """The validated /v1/systemone body (also POST /v1/jobs)."""
+    """The validated /v1/systemone body (also POST /v1/jobs), its `model` resolved to the served model."""
     require_content_type(JSON_TYPE)
     payload = RequestSchema().load(parse_json(read_body(current_app.config["MAX_BODY_BYTES"])))
-    check_model(payload["model"])
+    payload["model"] = resolved_model(payload["model"])
     return payload
 
 
@@ -62,15 +63,14 @@ def batch_request() -> tuple[dict, str, int]:
     max_states = current_app.config["MAX_BATCH_STATES"]
     if kind == JSON_TYPE:
         batch = BatchSchema(max_states=max_states).load(parse_json(body))
-        check_model(batch["model"])
+        batch["model"] = resolved_model(batch["model"])
         return batch, batch["model"], len(batch["states"])
     requests = _json_lines(body, max_states)
     model = requests[0]["model"]
     for number, payload in enumerate(requests, start=1):
         if payload["model"] != model:
             raise ApiError("validation", f"line {number}: model {payload['model']!r}; a batch serves one model "
-                           f"(line 1 names {model!r})", field=f"lines.{number}.model")
-    check_model(model)
+                           f"(line 1: {model!r})", field=f"lines.{number}.model")
     return {"requests": requests}, model, len(requests)
 
 
@@ -84,20 +84,17 @@ def _json_lines(body: bytes, max_states: int) -> list[dict]:
     schema, requests = RequestSchema(), []
     for number, line in lines:
         try:
-            requests.append(schema.load(parse_json(line, where=f"line {number}")))
+            payload = schema.load(parse_json(line, where=f"line {number}"))
         except ValidationError as e:
             field, message = first_error(e.messages)
             raise ApiError("validation", f"line {number}: {field}: {message}",
                            field=f"lines.{number}" + (f".{field}" if field else "")) from None
+        try:
+            payload["model"] = resolved_model(payload["model"])
+        except ApiError as e:
+            raise ApiError("validation", f"line {number}: {e.detail}", field=f"lines.{number}.model") from None
+        requests.append(payload)
     return requests
-
-
-def check_model(model: str) -> None:
-    """:raise 422: the API does not serve `model`."""
-    models = [m.strip() for m in current_app.config["MODELS"].split(",") if m.strip()]
-    if model not in models:
-        raise ApiError("validation", f"unknown model {model!r}; this service answers {', '.join(models)}",
-                       field="model")
 
 
 def _too_large(limit: int) -> ApiError:

@@ -1,15 +1,16 @@
 """marshmallow schemas: the request shapes and limits the API checks, and the response shapes it documents.
 
-The API checks shape and the limits in `contract.LIMITS`; rules that need the tokenizer or the
-reference's own checks (criteria, labels, option markers, the model name the worker serves) run in
-the worker and come back in the same error shape. Unknown keys inside a question pass through to the
-worker, as the reference ignores them; unknown top-level keys are dropped.
+The API checks shape and the limits in `contract.LIMITS`, and resolves the model; rules that need the
+tokenizer or the reference's own checks (criteria, labels, option markers) run in the worker and come
+back in the same error shape. Unknown keys inside a question pass through to the worker, as the
+reference ignores them; unknown top-level keys are dropped.
 """
 
 from __future__ import annotations
 
 from marshmallow import EXCLUDE, INCLUDE, Schema, ValidationError, fields, validate, validates
 
+from app.models import resolution_table
 from worker import contract
 
 QUESTION_TYPES = ("noul", "choice", "score")
@@ -38,13 +39,18 @@ def _questions_field() -> fields.Dict:
                        metadata={"description": "question id -> question; answers keep this order"})
 
 
+def _model_field() -> fields.Raw:
+    # any JSON value, as laya-serve takes it: what names no Laya model (a number too) goes to the default model
+    return fields.Raw(load_default=None, allow_none=True, metadata={"description": resolution_table()})
+
+
 class RequestSchema(Schema):
     """The /v1/systemone body (also a POST /v1/jobs body and one line of a JSON-lines batch)."""
 
     class Meta:
         unknown = EXCLUDE
 
-    model = fields.String(load_default="english")
+    model = _model_field()
     state = fields.Raw(required=True, validate=_check_state, metadata={"description": "string, object or list"})
     questions = _questions_field()
 
@@ -55,7 +61,7 @@ class BatchSchema(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    model = fields.String(load_default="english")
+    model = _model_field()
     states = fields.List(fields.Raw(validate=_check_state), required=True, validate=validate.Length(min=1))
     questions = _questions_field()
 
@@ -120,5 +126,7 @@ class BatchStatusSchema(SubmittedSchema):
 
 class HealthSchema(Schema):
     status = fields.String(required=True, validate=validate.OneOf(("ok",)))
+    models = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True,
+                         metadata={"description": "each served model (LAYA_MODELS, the default first) -> warm workers"})
     workers = fields.List(fields.Dict(), required=True)
     detail = fields.String()

@@ -15,6 +15,8 @@ import tempfile
 from gunicorn.app.base import BaseApplication
 
 from app import config
+from app.models import served_models
+from worker.version import add_version_flag
 
 GRACEFUL_TIMEOUT_S = 30
 
@@ -41,9 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="laya-api", description=__doc__, epilog=config.env_help(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--access-log", action="store_true", help="log every request to stderr")
+    add_version_flag(p)
     args = p.parse_args(argv)
     try:
         settings = {**config.DEFAULTS, **config.from_env()}
+        served_models(settings)
     except ValueError as e:
         print(f"laya-api: {e}", file=sys.stderr)
         return 2

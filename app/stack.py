@@ -1,7 +1,7 @@
 """`laya-stack`: the whole service on one machine: Redis (started here when LAYA_REDIS_URL does not answer),
-one worker and the API. Without LAYA_CHECKPOINT it synthesizes a tiny random-weight checkpoint once into
-~/.cache/laya/tiny-seed0 and reuses it. The worker is restarted if it stops (as after an executor
-failure); Ctrl-C stops everything.
+one worker per model and the API. A model without a checkpoint gets a tiny random-weight one of its layout,
+synthesized once into ~/.cache/laya/ and reused (english: tiny-seed0). A worker is restarted if it stops (as
+after an executor failure); Ctrl-C stops everything.
 """
 
 from __future__ import annotations
@@ -19,22 +19,39 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from worker import contract
+from worker.version import add_version_flag
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "laya"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 STOP_TIMEOUT_S = 20
+# the synthesized stand-in for each model: typed-decisions' has other dimensions and a 1024-token budget
+SYNTHESIZED_SIZE = {"english": "tiny", "multilingual": "tiny-alt", "typed-decisions": "tiny-typed"}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="laya-stack", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="Every laya-api and laya-worker setting (see their --help) applies.")
+    p.add_argument("--models", default=os.environ.get("LAYA_MODELS") or contract.MODELS[0],
+                   help="comma-separated Laya models to serve, the default first; one worker each "
+                        "(default: LAYA_MODELS, else %(default)s)")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="MODEL=DIR",
+                   help="a model's checkpoint directory (repeat per model; the default model's is LAYA_CHECKPOINT "
+                        "if set)")
     p.add_argument("--redis-dir", type=Path, default=CACHE / "redis",
                    help="data directory of a Redis started here (append-only file on; default: %(default)s)")
+    add_version_flag(p)
     args = p.parse_args(argv)
+    try:
+        models = contract.parse_models(args.models, "--models")
+        checkpoints = model_checkpoints(args.checkpoint, models)
+    except ValueError as e:
+        p.error(str(e))
     env = dict(os.environ)
     env.setdefault("LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL)
+    env["LAYA_MODELS"] = ",".join(models)
     processes: list[tuple[str, subprocess.Popen]] = []
+    worker_envs: dict[str, dict] = {}
     stopping = False
 
     def stop(*_: object) -> None:
@@ -46,30 +63,50 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not redis_answers(env["LAYA_REDIS_URL"]):
             processes.append(("redis", start_redis(env["LAYA_REDIS_URL"], args.redis_dir)))
-        env.setdefault("LAYA_CHECKPOINT", str(tiny_checkpoint()))
-        worker = start("worker", ["laya-worker"], env)
-        processes.append(("worker", worker))
+        for model in models:
+            checkpoint = checkpoints.get(model) or synthesized_checkpoint(SYNTHESIZED_SIZE[model])
+            name = f"worker {model}"
+            worker_envs[name] = {**env, "LAYA_MODEL": model, "LAYA_CHECKPOINT": str(checkpoint)}
+            processes.append((name, start(name, ["laya-worker"], worker_envs[name])))
         processes.append(("api", start("api", ["laya-api"], env)))
         url = f"http://{env.get('LAYA_HOST', '127.0.0.1')}:{env.get('LAYA_PORT', '8080')}"
         announced = False
         while not stopping:
-            for name, proc in processes:
+            for i, (name, proc) in enumerate(processes):
                 if proc.poll() is None:
                     continue
-                if name != "worker":
+                if name not in worker_envs:
                     print(f"laya-stack: {name} exited with status {proc.returncode}; stopping", file=sys.stderr)
                     return 1
-                print(f"laya-stack: worker exited with status {proc.returncode}; starting a fresh one",
+                print(f"laya-stack: {name} exited with status {proc.returncode}; starting a fresh one",
                       file=sys.stderr)
-                processes[processes.index((name, proc))] = ("worker", start("worker", ["laya-worker"], env))
+                processes[i] = (name, start(name, ["laya-worker"], worker_envs[name]))
             if not announced and healthy(url):
-                print(f"laya-stack: ready at {url} (Ctrl-C stops everything)", file=sys.stderr)
+                print(f"laya-stack: ready at {url}, serving {', '.join(models)} (Ctrl-C stops everything)",
+                      file=sys.stderr)
                 announced = True
             time.sleep(0.5)
         return 0
     finally:
         for name, proc in reversed(processes):
             terminate(name, proc)
+
+
+def model_checkpoints(pairs: list[str], models: tuple[str, ...]) -> dict[str, str]:
+    """Model -> checkpoint from MODEL=DIR pairs, the default model's from LAYA_CHECKPOINT unless given.
+
+    ValueError for a pair that is not MODEL=DIR or names a model not served.
+    """
+    checkpoints = {models[0]: os.environ["LAYA_CHECKPOINT"]} if os.environ.get("LAYA_CHECKPOINT") else {}
+    for pair in pairs:
+        name, _, directory = pair.partition("=")
+        if not directory:
+            raise ValueError(f"--checkpoint {pair!r}: use MODEL=DIR")
+        model = contract.canonical_model(name, "--checkpoint")
+        if model not in models:
+            raise ValueError(f"--checkpoint {pair!r}: {model} is not among --models {','.join(models)}")
+        checkpoints[model] = directory
+    return checkpoints
 
 
 def redis_answers(url: str) -> bool:
@@ -105,19 +142,19 @@ def start_redis(url: str, data_dir: Path) -> subprocess.Popen:
     return proc
 
 
-def tiny_checkpoint() -> Path:
-    """The cached tiny synthesized checkpoint, written once (atomically) and reused."""
+def synthesized_checkpoint(size: str) -> Path:
+    """The cached synthesized checkpoint of `size` (seed 0), written once (atomically) and reused."""
     from worker.checkpoint import ARTIFACTS
 
-    path = CACHE / "tiny-seed0"
+    path = CACHE / f"{size}-seed0"
     if all((path / name).is_file() for name in ARTIFACTS):
         return path
     from worker.synthesize import synthesize
 
-    print(f"laya-stack: LAYA_CHECKPOINT is not set; synthesizing a tiny checkpoint into {path}", file=sys.stderr)
+    print(f"laya-stack: no checkpoint given; synthesizing a {size} one into {path}", file=sys.stderr)
     CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="tiny-", dir=CACHE))
-    synthesize(tmp, size="tiny", seed=0)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{size}-", dir=CACHE))
+    synthesize(tmp, size=size, seed=0)
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)
     return path

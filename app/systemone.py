@@ -26,6 +26,7 @@ def systemone() -> Response:
     response = jsonify(envelope["response"])
     response.headers.update(timing_headers(envelope.get("timings", {}), submitted_at))
     response.headers["x-job-id"] = job_id
+    response.headers["x-laya-model"] = payload["model"]
     return response
 
 

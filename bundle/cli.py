@@ -47,8 +47,10 @@ def _verify(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     from worker.checkpoint import HUB_REVISION
     from worker.synthesize import MODEL_PRESETS
+    from worker.version import add_version_flag
 
     p = argparse.ArgumentParser(prog="laya-bundle", description=__doc__)
+    add_version_flag(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("fetch", help="download the English checkpoint's five artifacts from the model hub")
@@ -59,7 +61,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("synthesize", help="write a checkpoint with the real layout and random weights")
     s.add_argument("out", type=Path, help="directory to write the checkpoint into")
     s.add_argument("--size", choices=sorted(MODEL_PRESETS), default="tiny",
-                   help="dimensions: tiny (tests), tiny-alt (other depth/attention period), large (ModernBERT-large)")
+                   help="dimensions: tiny (tests), tiny-alt (other depth/attention period), tiny-typed (other widths, "
+                        "1024-token budget), large (ModernBERT-large)")
     s.add_argument("--seed", type=int, default=0, help="random seed; the same seed writes the same bytes")
     s.set_defaults(func=_synthesize)
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import platform
-import subprocess
 from importlib import metadata
-from pathlib import Path
+
+from worker.version import git_commit
 
 
 def versions(packages: tuple[str, ...]) -> dict[str, str]:
+    """Python, the platform, the commit this code was built from, and each of `packages`' versions."""
     found = {"python": platform.python_version(), "platform": platform.platform(), "commit": git_commit()}
     for package in packages:
         try:
@@ -16,16 +17,3 @@ def versions(packages: tuple[str, ...]) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             found[package] = "not installed"
     return found
-
-
-def git_commit() -> str:
-    """The checkout's commit, with '+dirty' when files differ from it; 'unknown' outside a checkout."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return commit + ("+dirty" if dirty else "")

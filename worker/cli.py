@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from worker.contract import ExecutorError, RequestError, error_body, wire_json
+from worker.contract import ExecutorError, RequestError, canonical_model, error_body, wire_json
+from worker.version import add_version_flag
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,10 +26,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="reference: plain torch fp32; cuda: the bundle's kernels on a Hopper GPU; auto (default): "
                         "cuda when a Hopper GPU and a BUNDLE that verifies are here, else reference")
     p.add_argument("--device", help="torch device for the reference executor (default: cuda if present, else cpu)")
-    p.add_argument("--model", default="english", help="the model name requests must name (default: english)")
+    p.add_argument("--model", default="english", type=_model,
+                   help="the Laya model the checkpoint is; a request naming another Laya model gets 422, one naming "
+                        "this model, an alias of it, no model or a non-Laya id is answered (default: english)")
     p.add_argument("--eager", action="store_true", help="cuda executor: launch kernels without CUDA graphs")
     p.add_argument("--original-rope", action="store_true",
                    help="cuda executor: RoPE rounded like the reference's bf16 path instead of fused fp32 math")
+    add_version_flag(p)
     args = p.parse_args(argv)
     if args.executor == "reference" and (args.eager or args.original_rope):
         print("laya-run: --eager and --original-rope only change the cuda executor; ignored", file=sys.stderr)
@@ -45,6 +49,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"laya-run: {engine.startup_line()}", file=sys.stderr)
     return serve_lines(engine, sys.stdin.buffer, sys.stdout)
+
+
+def _model(name: str) -> str:
+    try:
+        return canonical_model(name, "--model")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def serve_lines(engine, lines: BinaryIO, out: TextIO) -> int:

@@ -46,6 +46,59 @@ class ExecutorError(RuntimeError):
     """The executor (native code, the GPU) failed: that request answers 500 and the worker stops."""
 
 
+# --- Which model a request's `model` field names, as laya-serve 0.3.20 resolves it. ---
+
+MODELS = ("english", "multilingual", "typed-decisions")  # the Laya checkpoints, by canonical name
+# Other ids naming a Laya model, compared after stripping spaces and lowercasing: laya 0.3.20's aliases and
+# the published checkpoint ids. `convaiinnovations/laya` is absent on purpose: laya-serve reads that
+# documented id (the repository holding all three) as "choose for me", so it goes to the default model.
+MODEL_ALIASES = {
+    "en": "english", "laya": "english", "default": "english",
+    "multi": "multilingual", "ml": "multilingual", "laya-multilingual": "multilingual",
+    "convaiinnovations/laya-multilingual": "multilingual",
+    "typed": "typed-decisions", "typed_decisions": "typed-decisions", "laya-typed-decisions": "typed-decisions",
+    "decisions": "typed-decisions", "convaiinnovations/laya-typed-decisions": "typed-decisions",
+}
+
+
+def laya_model(model_id: object) -> str | None:
+    """The canonical name of the Laya model `model_id` names, or None for anything else (a Jev client's own
+    id such as "jev-1", an empty or missing one, `convaiinnovations/laya`)."""
+    if not isinstance(model_id, str):
+        return None
+    key = model_id.strip().lower()
+    key = MODEL_ALIASES.get(key, key)
+    return key if key in MODELS else None
+
+
+def resolve_model(model_id: object, served: tuple[str, ...]) -> str:
+    """The served model that answers a request naming `model_id`: the Laya model it names, or else the
+    default (the first served). RequestError (422) for a Laya model that is not served."""
+    model = laya_model(model_id) or served[0]
+    if model not in served:
+        asked = "" if model_id == model else f" (asked as {model_id!r})"
+        raise RequestError(f"this service does not serve the Laya model {model!r}{asked}; it serves "
+                           f"{', '.join(served)}", field="model")
+    return model
+
+
+def canonical_model(name: str, variable: str) -> str:
+    """The canonical name of the Laya model `name` (or an alias of it); ValueError naming `variable` otherwise."""
+    model = laya_model(name)
+    if model is None:
+        raise ValueError(f"{variable}={name!r} names no Laya model; use {', '.join(MODELS)} (or an alias)")
+    return model
+
+
+def parse_models(value: str, variable: str) -> tuple[str, ...]:
+    """The canonical names in a comma-separated list of Laya models, first the default; ValueError naming
+    `variable` for an empty list or a name that is not a Laya model."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise ValueError(f"{variable} is empty; list the Laya models to serve, e.g. {MODELS[0]}")
+    return tuple(dict.fromkeys(canonical_model(name, variable) for name in names))
+
+
 def error_body(kind: str, detail: str, *, field: str | None = None, **extra: object) -> dict:
     """The JSON body of every error: `{"status", "error", "detail", "field"?}` plus extra keys (a job id)."""
     body: dict = {"status": ERROR_STATUS[kind], "error": kind, "detail": detail}

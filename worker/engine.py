@@ -22,6 +22,7 @@ from worker.sequences import (
     state_text,
 )
 from worker.tokenizer import Tokenizer
+from worker.version import version_info
 
 RESPONSE_MODEL = "laya-rl-agent"  # the reference's `model` field in every response
 WARMUP_STATE = "Warm-up: please refund the duplicate charge on my card."
@@ -54,7 +55,7 @@ class Engine:
 
     def info(self) -> dict:
         """What this engine is, for the worker's heartbeat record and GET /info."""
-        from recipe.provenance import versions
+        from importlib import metadata
 
         described = self.executor.describe()
         mapping = getattr(self.executor, "mapping", dict)()
@@ -68,7 +69,7 @@ class Engine:
             "kernel_mapping": {entry: sorted(impls) for entry, impls in loaded.items()},
             "limits": {**LIMITS, "max_len": self.config.max_len, "rows_per_pass": admits.max_rows,
                        "token_step": admits.token_step},
-            "versions": versions(("laya-service", "torch")),
+            "versions": {**version_info(), "torch": metadata.version("torch")},
         }
 
     def decide(self, payload: dict) -> dict:

@@ -24,6 +24,7 @@ import time
 from worker import contract
 from worker.heartbeat import Heartbeat, record_executor_seconds
 from worker.settings import WorkerSettings
+from worker.version import version_info
 
 log = logging.getLogger("laya.worker")
 
@@ -47,7 +48,7 @@ def start(settings: WorkerSettings, celery, node: str) -> None:
 
     redis = Redis.from_url(settings.redis_url)
     heartbeat = Heartbeat(redis, model=settings.model, node=f"{socket.gethostname()}:{os.getpid()}",
-                          ttl_s=settings.heartbeat_ttl_s, info={"pid": os.getpid()})
+                          ttl_s=settings.heartbeat_ttl_s, info={"pid": os.getpid(), **version_info()})
     try:
         celery.control.cancel_consumer(settings.queue, destination=[node], reply=False)  # if after a crash
         engine = _load_engine(settings)

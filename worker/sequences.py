@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 
 from worker.config import QTYPES
-from worker.contract import LIMITS, RequestError
+from worker.contract import LIMITS, RequestError, resolve_model
 from worker.tokenizer import Tokenizer, UnencodableText
 
 OPTION_MAX_TOKENS = 48  # an option's text is cut to this many tokens (its marker not counted)
@@ -67,12 +67,11 @@ def serialize_state(state: object) -> str:
 
 
 def parse_payload(payload: object, model_name: str) -> tuple[object, dict]:
-    """The state and the questions dict of a /v1/systemone body, or RequestError naming the field."""
+    """The state and the questions dict of a /v1/systemone body for the model `model_name`, or RequestError
+    naming the field (a `model` naming another Laya model among them)."""
     if not isinstance(payload, dict):
         raise RequestError("the request must be a JSON object with 'state' and 'questions'")
-    model = payload.get("model", model_name)
-    if model != model_name:
-        raise RequestError(f"unknown model {model!r}; this service answers {model_name!r}", field="model")
+    resolve_model(payload.get("model"), served=(model_name,))
     if "state" not in payload:
         raise RequestError("'state' is required: a text, a JSON value or a list of conversation turns",
                            field="state")

@@ -19,7 +19,7 @@ ENV = {
     "original_rope": ("LAYA_ORIGINAL_ROPE", False,
                       "cuda executor: RoPE from the bundle's tables, rounded like the reference's bf16 path (1/0)"),
     "device": ("LAYA_DEVICE", "", "torch device of the reference executor (default: cuda if present, else cpu)"),
-    "model": ("LAYA_MODEL", "english", "the model this worker serves; it consumes the queue laya.<model>"),
+    "model": ("LAYA_MODEL", "english", "model served: english, multilingual or typed-decisions (queue laya.<model>)"),
     "heartbeat_ttl_s": ("LAYA_HEARTBEAT_TTL_S", 15, "readiness key TTL; refreshed every third of it"),
     "result_ttl_s": ("LAYA_RESULT_TTL_S", contract.DEFAULT_RESULT_TTL_S, "how long results stay fetchable"),
     "visibility_timeout_s": ("LAYA_VISIBILITY_TIMEOUT_S", contract.DEFAULT_VISIBILITY_TIMEOUT_S,
@@ -58,6 +58,7 @@ class WorkerSettings:
                 values[f.name] = _parse(raw, type(default)) if raw != "" else default
             except ValueError:
                 raise ValueError(f"{name}={raw!r} is not a valid {type(default).__name__}") from None
+        values["model"] = contract.canonical_model(values["model"], "LAYA_MODEL")
         if values["executor"] not in ("auto", "reference", "cuda"):
             raise ValueError(f"LAYA_EXECUTOR={values['executor']!r}; use auto, reference or cuda")
         return cls(**values)

@@ -63,6 +63,9 @@ MODEL_PRESETS = {
     "tiny-alt": Preset(hidden_size=128, intermediate_size=160, num_layers=3, num_heads=2, vocab_size=1280,
                        tokenizer_vocab=1200, corpus_lines=3000, global_attn_every_n_layers=2,
                        local_attention=64, global_theta=80000.0, local_theta=5000.0),
+    # a second model for multi-model tests: its own width, depth and heads, and typed-decisions' 1024-token budget
+    "tiny-typed": Preset(hidden_size=96, intermediate_size=160, num_layers=2, num_heads=3, vocab_size=1280,
+                         tokenizer_vocab=1100, corpus_lines=3000, agent={"max_len": 1024}),
     # ModernBERT-large's dimensions
     "large": Preset(hidden_size=1024, intermediate_size=2624, num_layers=28, num_heads=16, vocab_size=50368,
                     tokenizer_vocab=8000, corpus_lines=20000),
@@ -96,7 +99,7 @@ def synthesize(out: Path | str, *, size: str = "tiny", seed: int = 0) -> Path:
     ids = _write_tokenizer(out, preset, seed)
     _write_json(out / ENCODER_CONFIG, _encoder_config(preset, ids))
     _write_json(out / AGENT_CONFIG, {"encoder": "answerdotai/ModernBERT-large", "head_layers": preset.head_layers,
-                                     **_AGENT})
+                                     **_AGENT, **preset.agent})
     _write_weights(out / WEIGHTS, preset, seed)
     return out
 

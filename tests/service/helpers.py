@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ REDIS_PASSWORD = "laya-test-password"
 API_KEY = "laya-test-key"
 HEARTBEAT_TTL_S = 3  # short, so a stopped worker's readiness expires within the test
 STARTUP_TIMEOUT_S = 180  # worker load + warmup on a loaded 2-core machine
+STACK_STARTUP_TIMEOUT_S = 300  # laya-stack: synthesizing checkpoints, then workers warming up side by side
 BIN = Path(sys.executable).parent
 
 
@@ -142,9 +144,10 @@ class Launcher:
         service.processes.append(process)
         return process
 
-    def api(self, service: Service, **env: str) -> Process:
+    def api(self, service: Service, *, bin_dir: Path = BIN, **env: str) -> Process:
+        """laya-api (from `bin_dir`: another installation's) serving `service`."""
         port = free_port()
-        process = self._start("api", [str(BIN / "laya-api")], {
+        process = self._start("api", [str(bin_dir / "laya-api")], {
             "LAYA_REDIS_URL": service.redis_url, "LAYA_HOST": "127.0.0.1", "LAYA_PORT": str(port),
             "LAYA_API_THREADS": "16", **env})
         service.base_url = f"http://127.0.0.1:{port}"
@@ -155,6 +158,29 @@ class Launcher:
     def stop_all(self) -> None:
         for process in reversed(self.started):
             process.stop()
+
+
+@contextlib.contextmanager
+def laya_stack(tmp_path: Path, *args: str):
+    """`laya-stack ARGS` with its own Redis and cache under `tmp_path`, until ready; yields (API URL, Redis URL).
+
+    On exit it is stopped with Ctrl-C and must exit 0.
+    """
+    redis_port, api_port = free_port(), free_port()
+    redis_url = f"redis://127.0.0.1:{redis_port}/0"
+    env = {"PATH": str(BIN) + ":/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "LAYA_REDIS_URL": redis_url, "LAYA_PORT": str(api_port), "LAYA_EXECUTOR": "reference",
+           "LAYA_DEVICE": "cpu"}
+    log = tmp_path / "stack.log"
+    with open(log, "wb") as out:
+        stack = subprocess.Popen([str(BIN / "laya-stack"), *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: stack.poll() is None and "ready at" in log.read_text(), STACK_STARTUP_TIMEOUT_S,
+                   "laya-stack: ready")
+        yield f"http://127.0.0.1:{api_port}", redis_url
+    finally:
+        stack.send_signal(signal.SIGINT)
+        assert stack.wait(60) == 0, log.read_text()[-3000:]
 
 
 def _answers(base_url: str) -> bool:
@@ -174,11 +200,11 @@ CHOICE = {"type": "choice", "instructions": "What is the topic?", "criteria": ["
 SCORE = {"type": "score", "instructions": "How angry is the customer?", "criteria": ["calm", "annoyed", "furious"]}
 
 
-def laya_run(checkpoint: Path, payloads: list[dict]) -> list[dict]:
+def laya_run(checkpoint: Path, payloads: list[dict], model: str = "english") -> list[dict]:
     """What `laya-run` prints for each payload (one JSON line each)."""
     lines = "".join(json.dumps(p) + "\n" for p in payloads)
-    out = subprocess.run([str(BIN / "laya-run"), str(checkpoint), "--executor", "reference", "--device", "cpu"],
-                         input=lines, capture_output=True, text=True, timeout=300, check=True)
+    out = subprocess.run([str(BIN / "laya-run"), str(checkpoint), "--executor", "reference", "--device", "cpu",
+                          "--model", model], input=lines, capture_output=True, text=True, timeout=300, check=True)
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 

@@ -6,6 +6,7 @@ import json
 
 from recipe.compare_with_backend import DEFAULT_REQUESTS, main
 from service.helpers import API_KEY
+from worker.version import git_commit, package_version
 
 
 def test_the_recipe_finds_no_difference_and_stores_both_sides(stack, checkpoint, tmp_path):
@@ -14,6 +15,8 @@ def test_the_recipe_finds_no_difference_and_stores_both_sides(stack, checkpoint,
                 api_key=API_KEY) == 0
     report = json.loads((out / "compare.json").read_text())
     assert report["differences"] == [] and report["requests"] == len(DEFAULT_REQUESTS)
+    versions = report["versions"]
+    assert (versions["laya-service"], versions["commit"]) == (package_version(), git_commit())
     http = (out / "http.jsonl").read_text().splitlines()
     assert http == (out / "cli.jsonl").read_text().splitlines()
     assert len(http) == len(DEFAULT_REQUESTS) and any('"status": 422' in line for line in http)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from service.helpers import NOUL, request_body
+from worker.version import git_commit, package_version
 
 
 def test_health_lists_the_warm_worker(stack):
@@ -10,17 +11,19 @@ def test_health_lists_the_warm_worker(stack):
     assert body["status"] == "ok"
     (worker,) = [w for w in body["workers"] if w["state"] == "ready"]
     assert worker["model"] == "english" and worker["executor"] == "reference"
+    assert (worker["version"], worker["commit"]) == (package_version(), git_commit())  # what each worker runs
 
 
 def test_info_describes_each_worker_from_its_heartbeat(stack):
     body = stack.get("/info").json()
-    assert body["models"] == ["english"] and body["limits"] == {"max_questions": 16, "max_markers": 2048}
+    assert body["models"] == ["english"] and body["default_model"] == "english"
+    assert body["limits"] == {"max_questions": 16, "max_markers": 2048} and body["api"]["commit"]
     (worker,) = [w for w in body["workers"] if w["state"] == "ready"]
     info = worker["info"]
     assert info["model"] == "english" and info["executor"]["executor"] == "reference"
     assert info["chosen"] == "auto: no bundle given"  # the test workers get no LAYA_CUDA_BUNDLE
     assert info["limits"]["max_len"] == 512 and info["limits"]["rows_per_pass"] == 16
-    assert info["versions"]["laya-service"] != "not installed" and info["versions"]["commit"]
+    assert info["versions"]["version"] == worker["version"] and info["versions"]["commit"] == worker["commit"]
 
 
 def test_openapi_is_generated_from_the_schemas(stack):

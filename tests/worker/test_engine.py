@@ -57,9 +57,15 @@ def test_a_text_that_cannot_be_tokenized_is_named(engine):
     assert e.value.field == "questions.r.instructions"
 
 
+@pytest.mark.parametrize("model_id", ["jev-1", " EN", "laya", "", None, "convaiinnovations/laya"])
+def test_a_request_naming_this_model_or_no_laya_model_is_answered_by_it(engine, model_id):
+    """laya-serve's resolution, as `laya-run` applies it: only another Laya model is refused."""
+    assert engine.decide({**payload(q=NOUL), "model": model_id}) == engine.decide(payload(q=NOUL))
+
+
 @pytest.mark.parametrize(("bad", "field"), [
     ([], None),
-    ({"model": "french", "state": "x", "questions": {}}, "model"),
+    ({"model": "typed-decisions", "state": "x", "questions": {}}, "model"),
     ({"state": "x"}, "questions"),
     ({"questions": {}}, "state"),
     ({"state": "x", "questions": {f"q{i}": NOUL for i in range(17)}}, "questions"),
