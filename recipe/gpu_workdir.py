@@ -7,7 +7,9 @@ GPU for that checkpoint). Whatever already verifies is reused, so one GPU sessio
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 from pathlib import Path
 
 from bundle.manifest import LIBRARY, MANIFEST
@@ -43,3 +45,12 @@ def bundle_for(workdir: Path, size: str, built: Path) -> tuple[Path, Path]:
         if found:
             raise RuntimeError(f"{bundle} does not verify against {ckpt}: " + "; ".join(map(str, found)))
     return ckpt, bundle
+
+
+if __name__ == "__main__":
+    if not sys.argv[1:] or "--help" in sys.argv:
+        print("usage: LAYA_GPU_WORKDIR=DIR python -m recipe.gpu_workdir SIZE:BUILT_BUNDLE ...\n\n" + __doc__)
+        sys.exit(0 if "--help" in sys.argv else 2)
+    for pair in sys.argv[1:]:
+        size, built = pair.split(":", 1)
+        print(*bundle_for(Path(os.environ["LAYA_GPU_WORKDIR"]), size, Path(built)), flush=True)
