@@ -12,11 +12,11 @@ import json
 import warnings
 from pathlib import Path
 
-from worker.contract import RequestError
+from worker.contract import RequestError, laya_model
 
 MAX_QUESTIONS = 16  # DESIGN.md: more than 16 questions -> 422
 MAX_MARKERS = 2048  # DESIGN.md: more than 2048 option markers in a request -> 422
-MODEL = "english"  # the only model name the service answers; it may be omitted
+MODEL = "english"  # the model these checkpoints serve: ids naming no Laya model (or none) go to it
 
 # laya warns once per load that the synthesized config ships clamped / invalid temperatures.
 TEMPERATURE_WARNING = r"laya: this checkpoint ships invalid temperatures"
@@ -50,8 +50,8 @@ def structural_reject(payload) -> str | None:
     """Why the service refuses `payload` before the reference sees it, or None."""
     if not isinstance(payload, dict):
         return "payload is not an object"
-    if "model" in payload and payload["model"] != MODEL:
-        return "unknown model"
+    if laya_model(payload.get("model")) not in (None, MODEL):
+        return "a Laya model this service does not serve"
     if "state" not in payload or "questions" not in payload:
         return "missing state or questions"
     if not isinstance(payload["questions"], dict):

@@ -313,6 +313,6 @@ invalid_payloads = st.one_of(
     st.builds(
         lambda p, m: {**p, "model": m},
         requests(min_questions=1, max_questions=2),
-        st.one_of(st.sampled_from(["multilingual", "English", "laya", "", "english "]), not_a_string),
+        st.sampled_from(["multilingual", "ML", " typed ", "laya-typed-decisions", "convaiinnovations/laya-multilingual"]),
     ),
 )

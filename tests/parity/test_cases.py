@@ -570,10 +570,7 @@ REJECTED_PAYLOADS = {
     "questions a string": {"state": "x", "questions": "q"},
     "questions null": {"state": "x", "questions": None},
     "model multilingual": {"model": "multilingual", "state": "x", "questions": {"q": _Q}},
-    "model null": {"model": None, "state": "x", "questions": {"q": _Q}},
-    "model empty": {"model": "", "state": "x", "questions": {"q": _Q}},
-    "model a number": {"model": 1, "state": "x", "questions": {"q": _Q}},
-    "model other, empty questions": {"model": "laya", "state": "x", "questions": {}},
+    "model typed, empty questions": {"model": "Typed", "state": "x", "questions": {}},
 }
 
 
@@ -583,10 +580,13 @@ def test_a_malformed_payload_is_a_422(pair, name):
     assert ours(pair.engine, REJECTED_PAYLOADS[name]) is None
 
 
-def test_model_english_may_be_given_or_omitted(pair):
+@pytest.mark.parametrize("model", [None, "", 1, "jev-1", " EN ", "laya", "convaiinnovations/laya"])
+def test_model_english_may_be_given_omitted_or_left_to_the_service(pair, model):
+    """Any id that names no Laya model, or an alias of english, gets english's answer."""
     questions = {"q": _Q}
     with_model = check(pair, {"model": "english", "state": "x", "questions": questions})
     assert check(pair, {"state": "x", "questions": questions}) == with_model
+    assert check(pair, {"model": model, "state": "x", "questions": questions}) == with_model
 
 
 # ------------------------------------------------------------------------------------- batch scoring

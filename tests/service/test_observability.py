@@ -21,7 +21,7 @@ def test_info_describes_each_worker_from_its_heartbeat(stack):
     (worker,) = [w for w in body["workers"] if w["state"] == "ready"]
     info = worker["info"]
     assert info["model"] == "english" and info["executor"]["executor"] == "reference"
-    assert info["chosen"] == "auto: no bundle given"  # the test workers get no LAYA_CUDA_BUNDLE
+    assert info["chosen"] == "asked for"  # the test workers run LAYA_EXECUTOR=reference
     assert info["limits"]["max_len"] == 512 and info["limits"]["rows_per_pass"] == 16
     assert info["versions"]["version"] == worker["version"] and info["versions"]["commit"] == worker["commit"]
 
