@@ -77,7 +77,11 @@ class Engine:
         return self._answer([self.prepare(payload)])[0]
 
     def decide_many(self, payloads: list[dict]) -> list[dict]:
-        """Each payload's response or error body, in order; rows of several payloads share forward passes."""
+        """Each payload's response or error body, in order; rows of several payloads share forward passes.
+
+        An executor that pads rows to token buckets gets the payloads ordered by their longest row, so that a
+        pass pads little; one that keeps exact widths (the reference) gets them in input order.
+        """
         results: list[dict | None] = [None] * len(payloads)
         prepared = []
         for i, payload in enumerate(payloads):
@@ -85,6 +89,8 @@ class Engine:
                 prepared.append((i, self.prepare(payload)))
             except RequestError as e:
                 results[i] = e.to_dict()
+        if self.executor.admits.token_step > 1:
+            prepared.sort(key=lambda item: max((len(r.ids) for r in item[1].rows), default=0))
         group: list = []
         for item in prepared + [None]:
             rows_in_group = sum(len(p.rows) for _, p in group)
