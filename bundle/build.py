@@ -40,7 +40,7 @@ def build(out: Path, *, tile_config: str, jobs: int, model: ModelDims, arch: str
     # imported here: only the build needs TileLang
     import tilelang
 
-    from bundle.tl_source import check_abi, declared_signature, generate, rename
+    from bundle.tl_source import check_abi, declared_signature, generate, rename, serialize_launches
     from kernels.registry import kernels
 
     out.mkdir(parents=True, exist_ok=True)
@@ -61,7 +61,7 @@ def build(out: Path, *, tile_config: str, jobs: int, model: ModelDims, arch: str
         source = generate(prim_func, pass_configs=spec.pass_configs, arch=arch)
         check_abi(spec.name, source, entry.c_signature())
         path = out / SOURCES / f"{symbol}.cu"
-        path.write_text(rename(source, symbol))
+        path.write_text(serialize_launches(rename(source, symbol), symbol))
         t = Tier(max_m=tier.max_m, symbol=symbol, tiles=tier.tiles, source_sha256=sha256_file(path))
         entries[spec.name] = EntryPoint(entry.name, entry.family, entry.args, entry.dims, entry.tiers + (t,))
         fast_math = bool(spec.pass_configs.get(tilelang.PassConfigKey.TL_ENABLE_FAST_MATH, False))

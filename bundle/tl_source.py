@@ -91,6 +91,26 @@ def check_abi(entry_name: str, source: str, expected_call: list[str]) -> None:
         raise AbiMismatch(f"{entry_name}: TileLang's host stub differs from the manifest:\n  " + "\n  ".join(problems))
 
 
+_PDL_ALLOWED = re.compile(r"\.programmaticStreamSerializationAllowed = 1;")
+_LAUNCH = re.compile(r"\bcudaLaunchKernelEx\(")
+
+
+def serialize_launches(source: str, symbol: str) -> str:
+    """The source with every launch fully stream-ordered (programmatic dependent launch turned off).
+
+    TileLang's stub lets each kernel start before the previous kernel in the stream has finished
+    (cudaLaunchAttributeProgrammaticStreamSerialization), but the kernels never wait for it
+    (griddepcontrol.wait): behind a kernel that signals early, as cuBLAS's GEMMs do, they would read its
+    output before it is written.
+    """
+    launches = len(_LAUNCH.findall(source))
+    serialized, n = _PDL_ALLOWED.subn(".programmaticStreamSerializationAllowed = 0;", source)
+    if launches == 0 or n != launches:
+        raise AbiMismatch(f"{symbol}: expected one programmatic-serialization attribute per launch, found {n} "
+                          f"for {launches} launches: TileLang's stub layout changed")
+    return serialized
+
+
 def rename(source: str, symbol: str) -> str:
     """The source with init/call/get_last_error renamed to <symbol>_* and each kernel to <symbol>_kernel[N]."""
     kernels = list(dict.fromkeys(_KERNEL.findall(source)))

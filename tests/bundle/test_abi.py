@@ -7,7 +7,14 @@ import pytest
 pytest.importorskip("tilelang")
 
 from bundle.manifest import EntryPoint  # noqa: E402
-from bundle.tl_source import AbiMismatch, check_abi, declared_signature, generate, rename  # noqa: E402
+from bundle.tl_source import (  # noqa: E402
+    AbiMismatch,
+    check_abi,
+    declared_signature,
+    generate,
+    rename,
+    serialize_launches,
+)
 from kernels import attention, gemm  # noqa: E402
 
 
@@ -65,3 +72,15 @@ def test_rename_leaves_no_generated_symbol(gemm_source):
         assert f" laya_x_t0_{fn}(" in renamed
         assert not re.search(rf'TL_EXPORT (int|const char\*) {fn}\(', renamed)
     assert "laya_x_t0_kernel" in renamed
+
+
+def test_every_launch_is_fully_stream_ordered(gemm_source):
+    """TileLang allows programmatic dependent launch, which the kernels never wait for: behind a cuBLAS GEMM that
+    signals early they read its output before it is written (seen on the H200: wrong answers in CUDA graphs)."""
+    _, source = gemm_source
+    assert "programmaticStreamSerializationAllowed = 1;" in source, "premise: TileLang's stub allows it"
+    serialized = serialize_launches(source, "laya_x_t0")
+    assert "programmaticStreamSerializationAllowed = 1;" not in serialized
+    assert serialized.count("programmaticStreamSerializationAllowed = 0;") == serialized.count("cudaLaunchKernelEx(")
+    with pytest.raises(AbiMismatch, match="one programmatic-serialization attribute per launch"):
+        serialize_launches(source.replace("programmaticStreamSerializationAllowed = 1;", ""), "laya_x_t0")
