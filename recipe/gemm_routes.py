@@ -31,8 +31,10 @@ SHAPES = ((1, 16), (1, 80), (1, 128), (1, 256), (3, 192), (2, 512), (5, 512), (8
 M_VALUES = tuple(r * t for r, t in SHAPES)
 
 
-def graph_time_us(launches: list) -> list[float]:
-    """Per-launch microseconds of `launches` run in turn inside one CUDA graph, per timed replay."""
+def graph_time_us(launches: list, arguments: list) -> list[float]:
+    """Per-launch microseconds of `launches` run in turn inside one CUDA graph, per timed replay.
+
+    `arguments`: the tensors the launches were bound to, held here until the timing is done."""
     stream = _capture_stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -80,7 +82,7 @@ def main(*, bundle: Path, output: Path) -> int:
     for name in gemms:
         faster[name] = []
         for (R, L), m in zip(SHAPES, M_VALUES, strict=True):
-            timed = {route: statistics.median(graph_time_us(launches_for(kernels, name, R, L, route)))
+            timed = {route: statistics.median(graph_time_us(*launches_for(kernels, name, R, L, route)))
                      for route in ("tilelang", "cublas")}
             symbol = kernels.manifest.entries[name].tier_for(m).symbol
             rows.append({"entry": name, "M": m, "tilelang_symbol": symbol,
@@ -107,8 +109,9 @@ def _capture_stream() -> torch.cuda.Stream:
     return torch.cuda.Stream()  # one for every capture: torch keeps a cuBLAS workspace per stream
 
 
-def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str) -> list:
-    """Launches of entry `name` at R rows of L tokens, cycling weight copies: the bundle's kernel or cuBLAS."""
+def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str) -> tuple[list, list]:
+    """Launches of entry `name` at R rows of L tokens, cycling weight copies (the bundle's kernel or cuBLAS),
+    and the argument tensors they are bound to (a bound launch holds their addresses, not the tensors)."""
     entry = kernels.manifest.entries[name]
     arg_sets = [make_args(kernels, name, R, L, copy) for copy in range(_copies(kernels, name, R, L))]
     made = []
@@ -124,7 +127,7 @@ def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str) -> lis
             names = [a.name for a in entry.args]
             bias = args[names.index("Bias")] if "Bias" in names else None
             made.append(cublas_gemm(args[0], args[1], args[-1], bias=bias, relu="relu" in name))
-    return made
+    return made, arg_sets
 
 
 if __name__ == "__main__":

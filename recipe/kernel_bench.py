@@ -31,7 +31,7 @@ MIN_REPS = 10
 COLD_BYTES = 256 << 20  # weight copies per GEMM graph: well past the H200's 50 MB L2
 
 
-def main(*, bundles: list[Path], output: Path) -> int:
+def main(*, bundles: list[Path], output: Path, entries: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("kernel_bench: needs a CUDA GPU", file=sys.stderr)
         return 1
@@ -46,7 +46,7 @@ def main(*, bundles: list[Path], output: Path) -> int:
         m = kernels.manifest
         meta["bundles"][str(path)] = {"tile_config": m.tile_config, "library_sha256": m.library["sha256"],
                                       "versions": m.versions}
-        for name in m.entries:
+        for name in [e for e in m.entries if not entries or e in entries]:
             for R, L in TIMED_SHAPES:
                 samples, symbol = time_entry(kernels, name, R, L)
                 rows.append(_row(m, name, symbol, R, L, samples))
@@ -167,9 +167,10 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bundle", type=Path, action="append", required=True, help="bundle directory (repeatable)")
     p.add_argument("--output", type=Path, required=True, help="directory for kernel_timings.csv/.json")
+    p.add_argument("--entry", action="append", help="time only this entry point (repeatable; default: all)")
     return p
 
 
 if __name__ == "__main__":
     args = parser().parse_args()
-    sys.exit(main(bundles=args.bundle, output=args.output))
+    sys.exit(main(bundles=args.bundle, output=args.output, entries=args.entry))

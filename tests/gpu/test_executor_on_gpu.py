@@ -186,15 +186,17 @@ from worker.engine import Engine
 from worker.executors import ExecutorOptions
 from worker.contract import ExecutorError
 engine = Engine(sys.argv[1], executor="cuda", options=ExecutorOptions(bundle=sys.argv[2]))
-rows = engine.prepare({"state": "refund", "questions": {"q": {"type": "noul", "instructions": "x"}}}).rows
+payload = {"state": "refund", "questions": {"q": {"type": "noul", "instructions": "x"}}}
+rows = engine.prepare(payload).rows
 batch = Batch.from_rows(rows, engine.tokenizer.pad_id, engine.executor.admits)
-batch.ids[0, 0] = 2**30  # far past the embedding table: an illegal address in embed_norm
+embed = engine.executor._plan(batch.ids.shape)[0]._run  # the first launch: embed_norm, bound to the ids
+embed._args = (8,) + embed._args[1:]  # ids at address 8: an illegal address, as a broken kernel would make
 try:
     engine.executor.forward(batch)
 except RuntimeError as e:
     print("first:", e)
 try:
-    engine.decide({"state": "refund", "questions": {"q": {"type": "noul", "instructions": "x"}}})
+    engine.decide(payload)
 except ExecutorError as e:
     print("then:", e)
 """

@@ -1,0 +1,109 @@
+"""Where the engine time of the benchmark inputs goes: host-side functions, and each launch of the GPU chain.
+
+    python -m recipe.engine_profile --checkpoint CKPT --bundle BUNDLE --output OUT
+
+Host: `Engine.decide` of each input under cProfile (50 calls after 10 warm-ups); OUT/host-<input>.txt holds
+the functions by cumulative and by own time. GPU: for each input's bucket, every launch of the executor's
+chain is captured alone, 20 times in a row, in a CUDA graph and replayed (3 warm-up, 10 timed); a launch's
+time is the median replay time / 20. OUT/chain.json holds every launch's time; OUT/chain.md sums them by
+entry point per input, against the executor time the chain adds up to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from recipe.bench_inputs import INPUTS
+
+REPEAT, WARMUP_REPLAYS, TIMED_REPLAYS = 20, 3, 10
+
+
+def host_profile(engine, payload: dict) -> str:
+    for _ in range(10):
+        engine.decide(payload)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(50):
+        engine.decide(payload)
+    profiler.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("cumulative").print_stats(30)
+    stats.sort_stats("tottime").print_stats(20)
+    return text.getvalue()
+
+
+def step_times_us(executor, key: tuple[int, int]) -> list[tuple[str, str, float]]:
+    """(entry, what runs it, median us) for every launch of the bucket's chain, in chain order."""
+    import torch
+
+    executor.warmup([key])  # valid inputs in place, the chain run once
+    stream = torch.cuda.Stream()
+    times = []
+    for step in executor._plan(key):
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            step()  # once outside capture: cuBLAS's workspace for this stream exists before it
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(REPEAT):
+                step()
+        for _ in range(WARMUP_REPLAYS):
+            graph.replay()
+        samples = []
+        for _ in range(TIMED_REPLAYS):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) * 1e3 / REPEAT)
+        times.append((step.entry, step.impl, statistics.median(samples)))
+    return times
+
+
+def main(*, checkpoint: Path, bundle: Path, output: Path) -> int:
+    from worker.engine import Engine
+    from worker.executors import ExecutorOptions
+
+    output.mkdir(parents=True)
+    engine = Engine(checkpoint, executor="cuda", options=ExecutorOptions(bundle=bundle))
+    chain, lines = {}, ["| input | bucket | chain sum (ms) | top entry points (ms) |", "|---|---|---|---|"]
+    for name, payload in INPUTS.items():
+        slug = name.split()[0]
+        (output / f"host-{slug}.txt").write_text(host_profile(engine, payload))
+        rows = engine.prepare(payload).rows
+        key = (len(rows), engine.executor.admits.width(max(len(r.ids) for r in rows)))
+        steps = step_times_us(engine.executor, key)
+        by_entry: dict[str, float] = defaultdict(float)
+        for entry, impl, us in steps:
+            by_entry[f"{entry} ({impl})"] += us / 1e3
+        chain[name] = {"bucket": f"{key[0]}x{key[1]}", "steps": steps, "by_entry_ms": dict(by_entry)}
+        top = sorted(by_entry.items(), key=lambda kv: -kv[1])[:6]
+        lines.append(f"| {name} | {key[0]}x{key[1]} | {sum(by_entry.values()):.3f} | "
+                     + ", ".join(f"{e} {ms:.3f}" for e, ms in top) + " |")
+        print(lines[-1], flush=True)
+    (output / "chain.json").write_text(json.dumps({"command": sys.argv, "chain": chain}, indent=1) + "\n")
+    (output / "chain.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="python -m recipe.engine_profile", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", type=Path, required=True, help="a full-size checkpoint")
+    p.add_argument("--bundle", type=Path, required=True, help="a bundle verified against it")
+    p.add_argument("--output", type=Path, required=True, help="a directory that does not exist yet")
+    a = p.parse_args()
+    if a.output.exists():
+        p.error(f"{a.output} exists; give a fresh directory")
+    sys.exit(main(checkpoint=a.checkpoint, bundle=a.bundle, output=a.output))
