@@ -5,7 +5,8 @@
 #   recipe/gpu_check.sh OUT
 # Steps, each with its own time limit and log: tests/kernels on both tile configurations (and a candidate
 # bundle named by LAYA_CANDIDATE); tests/gpu (the executor against the fp32 reference, tiny and large
-# checkpoints); recipe.parity; recipe.benchmark; recipe.engine_profile; recipe.gemm_routes; with
+# checkpoints); recipe.parity; recipe.benchmark (graphs and eager); the service with the cuda executor
+# (recipe/gpu_service.sh); recipe.engine_profile; recipe.gemm_routes; with
 # LAYA_CANDIDATE, the candidate's attention kernels timed against the optimized bundle's.
 # OUT/gpu-check.tgz holds every log and output directory; OUT/steps.txt the status of each step.
 # Checkpoints and bundles with exported tables stay in /tmp/gpu-ckpt for the next script on a warm machine.
@@ -25,6 +26,8 @@ LAYA_TEST_BUNDLES=bundles/original:bundles/optimized${LAYA_CANDIDATE:+:$LAYA_CAN
 step gpu-tests 210 python3 -m pytest -q -p no:cacheprovider -rf tests/gpu
 step parity 120 python3 -m recipe.parity --checkpoint "$ckpt" --bundle "$bundle" --output "$work/parity"
 step bench-graphs 60 python3 -m recipe.benchmark --checkpoint "$ckpt" --bundle "$bundle" --output "$work/bench-graphs"
+step bench-eager 60 python3 -m recipe.benchmark --checkpoint "$ckpt" --bundle "$bundle" --output "$work/bench-eager" --eager
+step service 120 recipe/gpu_service.sh "$ckpt" "$bundle" "$work/service"
 step profile 120 python3 -m recipe.engine_profile --checkpoint "$ckpt" --bundle "$bundle" --output "$work/profile"
 step routes 90 python3 -m recipe.gemm_routes --bundle bundles/optimized --output "$work/routes"
 if [ -n "${LAYA_CANDIDATE:-}" ]; then  # a candidate bundle's attention against the optimized one
