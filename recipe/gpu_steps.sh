@@ -1,4 +1,4 @@
-# Sourced by the recipe/gpu_*.sh scripts on the GPU machine: the site, the work directory, `step`.
+# Sourced by recipe/gpu_session.sh on the GPU machine: the site, the work directory, `step`.
 #   out=OUT work=/tmp/DIR; source recipe/gpu_steps.sh
 # `step NAME SECONDS CMD...` runs CMD with a time limit and its log in $work/NAME.log, appends its status to
 # $out/steps.txt and packs $work (checkpoints aside) into $out/$(basename $work).tgz after every step, so a

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Everything the H200 is needed for, in one call of about 9 minutes, most important first, from the root of a
+# checkout carrying .gpu-site (shared/tools/make-gpu-site.sh .gpu-site --service) and the bundles built on the
+# CPU machine (laya-bundle build bundles/optimized; ... bundles/original --config original; ... bundles/tiny
+# --model tiny):
+#   recipe/gpu_session.sh OUT [STEP ...]       (default: every step, in this order)
+# prepare      checkpoints synthesized (seed 0) and the bundles' tables exported for them (recipe/gpu_workdir.py)
+# kernels      tests/kernels on the original and optimized bundles
+# gpu-tests    tests/gpu: the cuda executor against the fp32 reference, tiny and large checkpoints
+# parity       recipe.parity: distance to fp32, beside laya 0.3.20's bf16 path
+# compare      recipe.benchmark --compare: ours against laya stock bf16, laya fast and laya-cuda; batch scoring
+# service      recipe/gpu_service.sh: laya-stack with the cuda executor, compare_with_backend, a job, a batch
+# abba-graphs  recipe.abba, CUDA graphs;   abba-eager: the same without graphs
+# profile      recipe.engine_profile: host functions and every launch of the chain
+# routes       recipe.gemm_routes: each GEMM on the bundle's kernel against cuBLAS
+# Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
+# OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
+set -uo pipefail
+[ "${1:-}" = "--help" ] && { sed -n 2,18p "$0"; exit 0; }
+out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
+shift
+work=/tmp/gpu-session
+source recipe/gpu_steps.sh
+steps=${*:-prepare kernels gpu-tests parity compare service abba-graphs abba-eager profile routes}
+ckpt=$LAYA_GPU_WORKDIR/large/checkpoint
+optimized=$LAYA_GPU_WORKDIR/large/optimized
+original=$LAYA_GPU_WORKDIR/large/original
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$work/gpu.txt"
+for s in $steps; do
+  case $s in
+    prepare) step prepare 150 python3 -m recipe.gpu_workdir large:bundles/optimized large:bundles/original \
+               tiny:bundles/tiny ;;
+    kernels) LAYA_TEST_BUNDLES=bundles/original:bundles/optimized \
+               step kernels 90 python3 -m pytest -q -p no:cacheprovider tests/kernels ;;
+    gpu-tests) step gpu-tests 150 python3 -m pytest -q -p no:cacheprovider -rf tests/gpu ;;
+    parity) step parity 120 python3 -m recipe.parity --checkpoint "$ckpt" --bundle "$optimized" --output "$work/parity" ;;
+    compare) step compare 220 python3 -m recipe.benchmark --checkpoint "$ckpt" --bundle "$optimized" --compare \
+               --output "$work/compare" ;;
+    service) step service 120 recipe/gpu_service.sh "$ckpt" "$optimized" "$work/service" ;;
+    abba-graphs) step abba-graphs 110 python3 -m recipe.abba --checkpoint "$ckpt" --optimized "$optimized" \
+                   --original "$original" --output "$work/abba-graphs" ;;
+    abba-eager) step abba-eager 120 python3 -m recipe.abba --checkpoint "$ckpt" --optimized "$optimized" \
+                  --original "$original" --output "$work/abba-eager" --eager ;;
+    profile) step profile 90 python3 -m recipe.engine_profile --checkpoint "$ckpt" --bundle "$optimized" \
+               --output "$work/profile" ;;
+    routes) step routes 90 python3 -m recipe.gemm_routes --bundle bundles/optimized --output "$work/routes" ;;
+    *) echo "gpu_session: no step $s" | tee -a "$out/steps.txt" ;;
+  esac
+done
