@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 
 from bundle.manifest import TABLES_JSON, Manifest
-from worker.checkpoint import artifact_hashes, sha256_file
-from worker.config import ModelConfig
+from laya_common.checkpoint import artifact_hashes, sha256_file
+from laya_common.model import ModelConfig
 
 KINDS = ("global", "local")
 TABLE_FILES = {(kind, fn): f"rope_{kind}_{fn}.f32" for kind in KINDS for fn in ("cos", "sin")}

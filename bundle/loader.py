@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from bundle.manifest import LIBRARY, MANIFEST, EntryPoint, Manifest
-from worker.checkpoint import sha256_file
+from laya_common.checkpoint import sha256_file
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "int32": torch.int32}
 

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from worker.config import QTYPES, ModelConfig
+from laya_common.model import QTYPES, ModelConfig
 from worker.sequences import Question
 
 DIGITS = 4  # every probability and score is rounded to this many decimals

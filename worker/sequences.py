@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from worker.config import QTYPES
+from laya_common.model import QTYPES
 from worker.contract import LIMITS, RequestError, resolve_model
 from worker.tokenizer import Tokenizer, UnencodableText
 

@@ -8,7 +8,7 @@ from bundle.export_tables import TABLE_FILES
 from bundle.manifest import LIBRARY, MANIFEST, TABLES_JSON, Manifest
 from bundle.verify import main as verify_main
 from bundle.verify import verify
-from worker.checkpoint import ARTIFACTS
+from laya_common.checkpoint import ARTIFACTS
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from laya_common.model import GLOBAL, ModelConfig
 from worker.batch import Admits, Batch, Outputs
-from worker.config import GLOBAL, ModelConfig
 
 DROPPED_WEIGHTS = ("temperature",)  # a calibration buffer the decoder reads from the config instead
 MASKED_LOGIT = -1e4
