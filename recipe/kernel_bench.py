@@ -63,7 +63,7 @@ def main(*, bundles: list[Path], output: Path) -> int:
 def time_entry(kernels: Kernels, name: str, R: int, L: int) -> tuple[list[float], str]:
     """Per-launch times (us) of `name` at R rows of L tokens, and the tier symbol that ran."""
     entry = kernels.manifest.entries[name]
-    arg_sets = [make_args(kernels, name, R, L, copy) for copy in range(_copies(kernels, name, R, L))]
+    arg_sets = [make_args(kernels, name, R, L, copy) for copy in range(weight_copies(kernels, name))]
     reps = max(MIN_REPS, len(arg_sets))
     launch = getattr(kernels, name)
     stream = torch.cuda.Stream()
@@ -88,7 +88,8 @@ def time_entry(kernels: Kernels, name: str, R: int, L: int) -> tuple[list[float]
     return samples, entry.tier_for(R * L).symbol
 
 
-def _copies(kernels: Kernels, name: str, R: int, L: int) -> int:
+def weight_copies(kernels: Kernels, name: str) -> int:
+    """How many copies of the entry's weight to cycle through so that the timed launches read it cold."""
     weight = _weight_arg(kernels.manifest.entries[name])
     if weight is None:
         return 1

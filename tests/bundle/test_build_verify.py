@@ -46,7 +46,7 @@ def test_kernel_code_is_hopper_code(built_bundle):
     assert "wgmma" in source and "CUtensorMap" in source
 
 
-def test_verify_accepts_an_untouched_bundle(bundle_copy, capsys):
+def test_verify_accepts_an_untouched_bundle(bundle_copy):
     bundle, checkpoint = bundle_copy
     assert verify(bundle, checkpoint) == []
     assert verify_main(checkpoint=checkpoint, bundle=bundle) == 0
