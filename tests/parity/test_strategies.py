@@ -75,7 +75,7 @@ FEATURES = {
     ),
     "choice: single option": lambda p: _choice_crit(p, lambda c: len(c) == 1),
     "choice: None, '' and 0 values": lambda p: _choice_crit(
-        p, lambda c: isinstance(c, dict) and {None, "", 0} <= set(map(json.dumps, c.values())) | set(c.values())
+        p, lambda c: isinstance(c, dict) and {"null", '""', "0"} <= {json.dumps(v) for v in c.values()}
     ),
     "choice: nested value": lambda p: _choice_crit(
         p, lambda c: isinstance(c, dict) and any(isinstance(v, (dict, list)) and v for v in c.values())
