@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cuda executor checked on an H200 in one pass (about 6 minutes), from the root of a checkout that
+# The cuda executor checked on an H200 in one pass (at most the steps' limits below), from the root of a checkout that
 # carries .gpu-site (shared/tools/make-gpu-site.sh .gpu-site --service) and bundles/{optimized,original,tiny}
 # built on the CPU machine (laya-bundle build bundles/tiny --model tiny, ...):
 #   recipe/gpu_check.sh OUT

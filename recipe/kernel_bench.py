@@ -6,7 +6,7 @@ Each (entry, shape) is launched `reps` times inside one CUDA graph (GEMMs cycle 
 their weight totalling more than the L2 cache, as 28 layers of distinct weights would), the graph is
 replayed 3 times to warm up and then 20 times, timed with CUDA events; a sample is one replay's
 time divided by `reps`. Writes OUT/kernel_timings.csv (median and p90 per row, TFLOP/s for GEMMs
-and attention) and OUT/kernel_timings.json (machine, versions, bundles, command line).
+and attention) and OUT/kernel_timings.json (machine, versions and git commit, bundles, command line).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import torch
 from bundle.export_tables import inv_freq, rope_tables
 from bundle.loader import TORCH_DTYPES, Kernels
 from kernels.shapes import TIMED_SHAPES
+from recipe.provenance import versions
 
 WARMUP_REPLAYS = 3
 TIMED_REPLAYS = 20
@@ -38,8 +39,8 @@ def main(*, bundles: list[Path], output: Path) -> int:
     output.mkdir(parents=True, exist_ok=True)
     rows = []
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "driver": _driver(), "command": sys.argv, "bundles": {}, "warmup_replays": WARMUP_REPLAYS,
-            "timed_replays": TIMED_REPLAYS}
+            "driver": _driver(), "command": sys.argv, "versions": versions(("laya-service",)), "bundles": {},
+            "warmup_replays": WARMUP_REPLAYS, "timed_replays": TIMED_REPLAYS}
     for path in bundles:
         kernels = Kernels(path)
         kernels.init()
