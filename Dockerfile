@@ -13,6 +13,7 @@ FROM python:3.11-slim AS wheel
 WORKDIR /src
 RUN pip install --no-cache-dir build==1.6.1
 COPY pyproject.toml setup.py MANIFEST.in README.md ./
+COPY laya_common ./laya_common
 COPY app ./app
 COPY worker ./worker
 COPY kernels ./kernels

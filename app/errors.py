@@ -23,19 +23,21 @@ _KIND_BY_STATUS = {status: kind for kind, status in ERROR_STATUS.items()}  # 500
 
 
 class ApiError(Exception):
-    def __init__(self, error: str, detail: str, **extra: object) -> None:
-        if error not in ERROR_STATUS:
-            raise ValueError(f"unknown error kind {error!r}")
+    """An error answered over HTTP: its kind (the body's "error"), as contract.RequestError names it."""
+
+    def __init__(self, kind: str, detail: str, **extra: object) -> None:
+        if kind not in ERROR_STATUS:
+            raise ValueError(f"unknown error kind {kind!r}")
         super().__init__(detail)
-        self.error, self.detail = error, detail
+        self.kind, self.detail = kind, detail
         self.extra = {k: v for k, v in extra.items() if v is not None}  # field, id, workers
 
     @property
     def status(self) -> int:
-        return ERROR_STATUS[self.error]
+        return ERROR_STATUS[self.kind]
 
     def to_dict(self) -> dict:
-        return {"status": self.status, "error": self.error, "detail": self.detail, **self.extra}
+        return {"status": self.status, "error": self.kind, "detail": self.detail, **self.extra}
 
 
 def from_envelope(envelope: dict, **extra: object) -> ApiError:
@@ -57,7 +59,7 @@ def first_error(messages: object, path: tuple[str, ...] = ()) -> tuple[str, str]
 def init_app(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(e: ApiError):
-        headers = {"WWW-Authenticate": "Bearer"} if e.error == "unauthorized" else {}
+        headers = {"WWW-Authenticate": "Bearer"} if e.kind == "unauthorized" else {}
         return jsonify(e.to_dict()), e.status, headers
 
     @app.errorhandler(ValidationError)

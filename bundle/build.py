@@ -17,8 +17,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bundle import nvcc
-from bundle.manifest import LIBRARY, EntryPoint, Manifest, ModelDims, Tier
-from worker.checkpoint import sha256_file
+from bundle.manifest import LIBRARY, EntryPoint, Manifest, Tier
+from laya_common.checkpoint import sha256_file
+from laya_common.model import ModelConfig, ModelDims
 
 SOURCES = "src"  # generated sources, kept in the bundle for reading (each one's sha256 is in the manifest)
 
@@ -27,7 +28,7 @@ def main(*, out: Path, tile_config: str = "optimized", jobs: int = 0, model: str
          arch: str = "sm_90a") -> int:
     try:
         manifest = build(Path(out), tile_config=tile_config, jobs=jobs or os.cpu_count() or 1,
-                         model=ModelDims.from_preset(model), arch=arch)
+                         model=ModelDims.of(ModelConfig.from_preset(model)), arch=arch)
     except Exception as e:  # every failure ends the build with one message naming what failed
         print(f"laya-bundle build: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

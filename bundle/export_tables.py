@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 
 from bundle.manifest import TABLES_JSON, Manifest
-from worker.checkpoint import artifact_hashes, sha256_file
-from worker.config import ModelConfig
+from laya_common.checkpoint import artifact_hashes, sha256_file
+from laya_common.model import ModelConfig
 
 KINDS = ("global", "local")
 TABLE_FILES = {(kind, fn): f"rope_{kind}_{fn}.f32" for kind in KINDS for fn in ("cos", "sin")}
@@ -37,13 +37,20 @@ def round_through_bf16(x: torch.Tensor) -> torch.Tensor:
     return x.to(ROUNDING_DTYPE).to(torch.float32)
 
 
+def rope_cos_sin(theta: float, head_dim: int, n_tokens: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin: [n_tokens, head_dim] fp32 for positions 0..n_tokens-1, as ModernBERT's rotary embedding computes
+    them (the two halves of head_dim repeat the same frequencies). The reference executor's RoPE and the tables."""
+    freq = inv_freq(theta, head_dim).to(device)[None, :, None]  # [1, Dh/2, 1]
+    pos = torch.arange(n_tokens, device=device)[None, None, :].float()  # [1, 1, T]
+    freqs = (freq @ pos).transpose(1, 2)[0]  # [T, Dh/2]
+    angles = torch.cat((freqs, freqs), dim=-1)
+    return angles.cos(), angles.sin()
+
+
 def rope_tables(theta: float, head_dim: int, max_len: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin: [max_len, head_dim] fp32 holding bf16-representable values, computed on `device`."""
-    freq = inv_freq(theta, head_dim).to(device)[None, :, None]  # [1, Dh/2, 1]
-    pos = torch.arange(max_len, device=device)[None, None, :].float()  # [1, 1, max_len]
-    freqs = (freq @ pos).transpose(1, 2)[0]  # [max_len, Dh/2]
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return round_through_bf16(emb.cos()), round_through_bf16(emb.sin())
+    cos, sin = rope_cos_sin(theta, head_dim, max_len, device)
+    return round_through_bf16(cos), round_through_bf16(sin)
 
 
 def read_tables(bundle: Path, max_len: int, head_dim: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:

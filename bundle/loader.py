@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from bundle.manifest import LIBRARY, MANIFEST, EntryPoint, Manifest
-from worker.checkpoint import sha256_file
+from laya_common.checkpoint import sha256_file
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "int32": torch.int32}
 
@@ -71,7 +71,7 @@ class Launcher:
         self.entry = entry
         self._owner = owner
         self._extra_dims = [d for d in entry.dims if d not in {a.name for a in entry.args}]
-        self._calls = []
+        self._calls = {}  # tier symbol -> (init, call, last_error)
         for tier in entry.tiers:
             try:
                 init, call, last_error = (getattr(lib, s) for s in (tier.init, tier.call, tier.last_error))
@@ -82,10 +82,11 @@ class Launcher:
             call.restype = ctypes.c_int
             call.argtypes = [ctypes.c_void_p if a.is_tensor else ctypes.c_int for a in entry.args] + \
                 [ctypes.c_int] * len(self._extra_dims) + [ctypes.c_void_p]
-            self._calls.append((tier, init, call, last_error))
+            self._calls[tier.symbol] = (init, call, last_error)
 
     def init(self) -> None:
-        for tier, init, _, last_error in self._calls:
+        for tier in self.entry.tiers:
+            init, _, last_error = self._calls[tier.symbol]
             if init() != 0:
                 raise KernelError(f"{tier.init}: {last_error().decode(errors='replace')}")
 
@@ -102,16 +103,11 @@ class Launcher:
             raise KernelError("Kernels.init() has not run")
         dims = self.check(args)
         m = dims.get("M", 1)
-        tier, _, call, last_error = self._calls[self._tier_index(m)]
+        tier = self.entry.tier_for(m)
+        _, call, last_error = self._calls[tier.symbol]
         c_args = [a.data_ptr() if isinstance(a, torch.Tensor) else int(a) for a in args]
         c_args += [dims[d] for d in self._extra_dims]
         return BoundLaunch(self.entry.name, tier.symbol, call, last_error, tuple(c_args), empty=m == 0)
-
-    def _tier_index(self, m: int) -> int:
-        for i, tier in enumerate(self.entry.tiers):
-            if tier.max_m is None or m <= tier.max_m:
-                return i
-        raise ValueError(f"{self.entry.name}: no tier admits M={m}")
 
     def check(self, args: tuple) -> dict[str, int]:
         """Check every argument against the declaration; return the dynamic dimensions' values."""

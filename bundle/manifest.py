@@ -19,6 +19,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from laya_common.model import ModelDims
+
 MANIFEST = "manifest.json"
 LIBRARY = "liblaya_kernels.so"
 TABLES_JSON = "tables.json"
@@ -29,52 +31,6 @@ C_TYPES = {"bfloat16": "bfloat16_t", "float32": "float", "int32": "int"}
 
 _SELF_FIELD = re.compile(rb'"self_sha256": "([0-9a-f]{64})"')
 _ZERO_DIGEST = b"0" * 64
-
-
-@dataclass(frozen=True)
-class ModelDims:
-    """The model dimensions every kernel is compiled for."""
-
-    hidden_size: int
-    intermediate_size: int
-    num_heads: int
-    head_dim: int
-    vocab_size: int
-    window: int
-    norm_eps: float
-    max_len: int
-    head_heads: int
-
-    @classmethod
-    def from_config(cls, config) -> ModelDims:  # config: worker.config.ModelConfig
-        return cls(
-            hidden_size=config.hidden_size,
-            intermediate_size=config.intermediate_size,
-            num_heads=config.num_heads,
-            head_dim=config.head_dim,
-            vocab_size=config.vocab_size,
-            window=config.window,
-            norm_eps=config.norm_eps,
-            max_len=config.max_len,
-            head_heads=config.head_heads,
-        )
-
-    @classmethod
-    def from_preset(cls, name: str) -> ModelDims:
-        from worker.synthesize import MODEL_PRESETS
-
-        p = MODEL_PRESETS[name]
-        return cls(
-            hidden_size=p.hidden_size,
-            intermediate_size=p.intermediate_size,
-            num_heads=p.num_heads,
-            head_dim=p.hidden_size // p.num_heads,
-            vocab_size=p.vocab_size,
-            window=p.local_attention // 2,
-            norm_eps=1e-5,
-            max_len=int(p.agent.get("max_len", 512)),
-            head_heads=max(1, p.hidden_size // 64),
-        )
 
 
 @dataclass(frozen=True)

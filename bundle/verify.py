@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bundle.export_tables import TABLE_FILES
-from bundle.manifest import MANIFEST, TABLES_JSON, Manifest, ModelDims
-from worker.checkpoint import ARTIFACTS, sha256_file
-from worker.config import AGENT_CONFIG, ENCODER_CONFIG, ModelConfig
+from bundle.manifest import MANIFEST, TABLES_JSON, Manifest
+from laya_common.checkpoint import AGENT_CONFIG, ARTIFACTS, ENCODER_CONFIG, sha256_file
+from laya_common.model import ModelConfig, ModelDims
 
 TILELANG_ABI = "0.1.14"  # the version whose host stub (init/call/get_last_error) the loader calls
 REQUIRED_TABLES = (*TABLE_FILES.values(), TABLES_JSON)
@@ -72,7 +72,7 @@ def _hashes(root: Path, expected: dict[str, str]) -> list[Mismatch]:
 
 def _model_dims(checkpoint: Path, built_for: ModelDims) -> list[Mismatch]:
     try:
-        dims = ModelDims.from_config(ModelConfig.from_checkpoint(checkpoint))
+        dims = ModelDims.of(ModelConfig.from_checkpoint(checkpoint))
     except (FileNotFoundError, ValueError, KeyError) as e:
         return [Mismatch(str(checkpoint / ENCODER_CONFIG), f"unreadable model configuration: {e}")]
     diff = {k: (v, getattr(dims, k)) for k, v in asdict(built_for).items() if getattr(dims, k) != v}

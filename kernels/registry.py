@@ -7,8 +7,8 @@ and a `build` that makes one prim_func; this module walks them in a fixed order.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bundle.manifest import ModelDims
 from kernels import attention, gemm, norm, rope
+from laya_common.model import ModelDims
 
 TILE_CONFIG_NAMES = ("original", "optimized")
 

@@ -158,7 +158,7 @@ def model_cost(cfg, row_tokens: list[int]) -> dict:
 
 
 def sha256(path: Path) -> str:
-    from worker.checkpoint import sha256_file
+    from laya_common.checkpoint import sha256_file
 
     return sha256_file(path)
 
@@ -174,7 +174,7 @@ def gpu_state() -> dict:
 
 
 def provenance(checkpoint: Path, bundle: Path | None) -> dict:
-    from worker.checkpoint import artifact_hashes
+    from laya_common.checkpoint import artifact_hashes
 
     inputs = json.dumps(INPUTS, sort_keys=True).encode()
     found = {"versions": versions(("laya-service", "torch", "laya", "laya-cuda", "tilelang", "transformers")),

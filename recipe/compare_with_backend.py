@@ -97,7 +97,7 @@ def _read_requests(path: Path) -> list[dict]:
 
 
 def _hashes(checkpoint: Path) -> dict[str, str]:
-    from worker.checkpoint import artifact_hashes
+    from laya_common.checkpoint import artifact_hashes
 
     return artifact_hashes(checkpoint)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from bundle.loader import Kernels
-from recipe.kernel_bench import TIMED_REPLAYS, WARMUP_REPLAYS, _copies, make_args
+from recipe.kernel_bench import TIMED_REPLAYS, WARMUP_REPLAYS, make_args, weight_copies
 from worker.executors.cuda import cublas_geglu, cublas_gemm
 
 # (rows, tokens) per timed shape; M = rows x tokens runs from one short row to 16 full ones
@@ -113,7 +113,7 @@ def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str) -> tup
     """Launches of entry `name` at R rows of L tokens, cycling weight copies (the bundle's kernel or cuBLAS),
     and the argument tensors they are bound to (a bound launch holds their addresses, not the tensors)."""
     entry = kernels.manifest.entries[name]
-    arg_sets = [make_args(kernels, name, R, L, copy) for copy in range(_copies(kernels, name, R, L))]
+    arg_sets = [make_args(kernels, name, R, L, copy) for copy in range(weight_copies(kernels, name))]
     made = []
     for i in range(max(10, len(arg_sets))):
         args = arg_sets[i % len(arg_sets)]

@@ -19,7 +19,7 @@ SEED = 0
 
 def checkpoint(workdir: Path, size: str) -> Path:
     """The `size` checkpoint of this work directory, synthesized on first use."""
-    from worker.checkpoint import ARTIFACTS
+    from laya_common.checkpoint import ARTIFACTS
     from worker.synthesize import synthesize
 
     path = Path(workdir) / size / "checkpoint"

@@ -6,7 +6,7 @@ Each (entry, shape) is launched `reps` times inside one CUDA graph (GEMMs cycle 
 their weight totalling more than the L2 cache, as 28 layers of distinct weights would), the graph is
 replayed 3 times to warm up and then 20 times, timed with CUDA events; a sample is one replay's
 time divided by `reps`. Writes OUT/kernel_timings.csv (median and p90 per row, TFLOP/s for GEMMs
-and attention) and OUT/kernel_timings.json (machine, versions, bundles, command line).
+and attention) and OUT/kernel_timings.json (machine, versions and git commit, bundles, command line).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import torch
 from bundle.export_tables import inv_freq, rope_tables
 from bundle.loader import TORCH_DTYPES, Kernels
 from kernels.shapes import TIMED_SHAPES
+from recipe.provenance import versions
 
 WARMUP_REPLAYS = 3
 TIMED_REPLAYS = 20
@@ -38,8 +39,8 @@ def main(*, bundles: list[Path], output: Path, entries: list[str] | None = None)
     output.mkdir(parents=True, exist_ok=True)
     rows = []
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "driver": _driver(), "command": sys.argv, "bundles": {}, "warmup_replays": WARMUP_REPLAYS,
-            "timed_replays": TIMED_REPLAYS}
+            "driver": _driver(), "command": sys.argv, "versions": versions(("laya-service",)), "bundles": {},
+            "warmup_replays": WARMUP_REPLAYS, "timed_replays": TIMED_REPLAYS}
     for path in bundles:
         kernels = Kernels(path)
         kernels.init()
@@ -63,7 +64,7 @@ def main(*, bundles: list[Path], output: Path, entries: list[str] | None = None)
 def time_entry(kernels: Kernels, name: str, R: int, L: int) -> tuple[list[float], str]:
     """Per-launch times (us) of `name` at R rows of L tokens, and the tier symbol that ran."""
     entry = kernels.manifest.entries[name]
-    arg_sets = [make_args(kernels, name, R, L, copy) for copy in range(_copies(kernels, name, R, L))]
+    arg_sets = [make_args(kernels, name, R, L, copy) for copy in range(weight_copies(kernels, name))]
     reps = max(MIN_REPS, len(arg_sets))
     launch = getattr(kernels, name)
     stream = torch.cuda.Stream()
@@ -88,7 +89,8 @@ def time_entry(kernels: Kernels, name: str, R: int, L: int) -> tuple[list[float]
     return samples, entry.tier_for(R * L).symbol
 
 
-def _copies(kernels: Kernels, name: str, R: int, L: int) -> int:
+def weight_copies(kernels: Kernels, name: str) -> int:
+    """How many copies of the entry's weight to cycle through so that the timed launches read it cold."""
     weight = _weight_arg(kernels.manifest.entries[name])
     if weight is None:
         return 1

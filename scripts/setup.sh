@@ -21,3 +21,13 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -c 'import torch, laya, celery, flask, tilelang' >/dev/null
   rm -f .venv/.setup-*; touch "$stamp"
 fi
+# Building a bundle (laya-bundle build, tests/bundle) needs the CUDA toolkit's nvcc and binutils, no GPU.
+missing=""
+for tool in nvcc objcopy objdump; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done
+if [ -n "$missing" ]; then
+  echo "setup: not on PATH:$missing. The bundle build and tests/bundle need nvcc from the CUDA 13.0 toolkit (with its" >&2
+  echo "  headers and libcudart_static.a) and binutils: install NVIDIA's cuda-nvcc-13-0 and cuda-cudart-dev-13-0" >&2
+  echo "  (apt, from https://developer.download.nvidia.com/compute/cuda/repos/) or the CUDA 13.0 toolkit, put its" >&2
+  echo "  bin/ on PATH, apt-get install binutils, and run scripts/setup.sh again." >&2
+  exit 1
+fi

@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from kernels import reference
-from worker.config import ModelConfig
+from laya_common.model import ModelConfig
 
 HEAD_EPS = 1e-5  # nn.TransformerEncoderLayer's LayerNorm eps, compiled into the head's norm kernels
 

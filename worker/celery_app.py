@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     add_version_flag(p)
     args = p.parse_args(argv)
     # OpenMP threads that spin between ops steal the few cores an API and Redis on the same host need
-    # (on a busy 2-core machine: reference engine time 47 ms -> 16 ms, HTTP overhead 22 ms -> 17 ms).
+    # (seen on a busy 2-core machine; no stored measurement, so no figure here).
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         settings.check_files()

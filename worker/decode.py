@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from worker.config import QTYPES, ModelConfig
+from laya_common.model import QTYPES, ModelConfig
 from worker.sequences import Question
 
 DIGITS = 4  # every probability and score is rounded to this many decimals
@@ -25,13 +25,13 @@ def decode_answers(config: ModelConfig, questions: list[Question], n_options: li
     """
     answers = {}
     for r, (question, k) in enumerate(zip(questions, n_options, strict=True)):
-        qtype = QTYPES[question.qtype]
+        qtype = QTYPES[question.type]
         z = logits[r, :k] / config.temperature_for(qtype, k)
         p = np.exp(z - z.max())
         p = p / p.sum()
         action = {"act_probability": round(float(act_probs[r, 0]), DIGITS)}
         answer_confidence = round(_top_probability(p, k), DIGITS)
-        if question.qtype == "choice":
+        if question.type == "choice":
             labels = list(question.criteria)
             answers[question.qid] = {
                 "type": "choice",
@@ -41,7 +41,7 @@ def decode_answers(config: ModelConfig, questions: list[Question], n_options: li
                 "answer_confidence": answer_confidence,
                 "action": action,
             }
-        elif question.qtype == "score":
+        elif question.type == "score":
             answers[question.qid] = {
                 "type": "score",
                 "score": round(float((np.arange(k) * p).sum()), DIGITS),

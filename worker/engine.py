@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from laya_common.checkpoint import check_checkpoint
+from laya_common.model import ModelConfig
 from worker.batch import Batch
-from worker.checkpoint import check_checkpoint, load_weights
-from worker.config import ModelConfig
+from worker.checkpoint import load_weights
 from worker.contract import LIMITS, ExecutorError, RequestError
 from worker.decode import decode_answers
 from worker.executors import Executor, ExecutorOptions, make_executor

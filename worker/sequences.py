@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from worker.config import QTYPES
+from laya_common.model import QTYPES
 from worker.contract import LIMITS, RequestError, resolve_model
 from worker.tokenizer import Tokenizer, UnencodableText
 
@@ -25,7 +25,7 @@ class Question:
     """A validated question in the form rows are built from."""
 
     qid: str
-    qtype: str
+    type: str  # "choice", "score" or "noul", as on the wire; its qtype is QTYPES[type]
     instructions: str
     criteria: dict | list | None  # choice: dict label -> description; score: list; noul: dict or None
     labels: tuple[str, str]  # noul: (false label, true label)
@@ -33,9 +33,9 @@ class Question:
     @property
     def options(self) -> list[str]:
         """Option texts in label order; a noul's order is always (false, true)."""
-        if self.qtype == "choice":
+        if self.type == "choice":
             return [k if v is None or v == "" else f"{k}: {render_criterion(v)}" for k, v in self.criteria.items()]
-        if self.qtype == "score":
+        if self.type == "score":
             return [f"level {i}: {render_criterion(c)}" for i, c in enumerate(self.criteria)]
         crit = self.criteria or {}
         texts = []
@@ -52,7 +52,7 @@ class Row:
 
     ids: list[int]
     markers: list[int]
-    qtype: int
+    qtype: int  # the question's type as the model takes it: the row of its type embedding
 
 
 def render_criterion(value: object) -> str:
@@ -98,23 +98,24 @@ def parse_question(qid: str, qdef: object) -> Question:
     field = f"questions.{qid}"
     if not isinstance(qdef, dict):
         raise RequestError(f"question {qid!r} must be an object, not {type(qdef).__name__}", field=field)
-    qtype = qdef.get("type")
-    if not isinstance(qtype, str) or qtype not in QTYPES:
-        raise RequestError(f"question {qid!r} has type {qtype!r}; use one of {sorted(QTYPES)}", field=field + ".type")
+    type_name = qdef.get("type")
+    if not isinstance(type_name, str) or type_name not in QTYPES:
+        raise RequestError(f"question {qid!r} has type {type_name!r}; use one of {sorted(QTYPES)}",
+                           field=field + ".type")
     if "instructions" not in qdef:
         raise RequestError(f"question {qid!r} has no 'instructions'", field=field + ".instructions")
     instructions = qdef["instructions"]
     if not isinstance(instructions, str):
         instructions = json.dumps(instructions, ensure_ascii=False)
-    criteria = _parse_criteria(qid, qtype, qdef.get("criteria"), field + ".criteria")
-    if "labels" in qdef and qtype != "noul":
+    criteria = _parse_criteria(qid, type_name, qdef.get("criteria"), field + ".criteria")
+    if "labels" in qdef and type_name != "noul":
         raise RequestError(f"question {qid!r}: 'labels' applies to noul questions only", field=field + ".labels")
     labels = _parse_labels(qid, qdef.get("labels"), field + ".labels")
-    return Question(qid, qtype, instructions, criteria, labels)
+    return Question(qid, type_name, instructions, criteria, labels)
 
 
-def _parse_criteria(qid: str, qtype: str, crit: object, field: str) -> dict | list | None:
-    if qtype == "choice":
+def _parse_criteria(qid: str, type_name: str, crit: object, field: str) -> dict | list | None:
+    if type_name == "choice":
         if isinstance(crit, list):
             if not all(isinstance(c, str) for c in crit):
                 raise RequestError(f"choice question {qid!r}: a criteria list holds label strings only", field=field)
@@ -125,7 +126,7 @@ def _parse_criteria(qid: str, qtype: str, crit: object, field: str) -> dict | li
         if not crit:
             raise RequestError(f"choice question {qid!r} needs at least one option", field=field)
         return crit
-    if qtype == "score":
+    if type_name == "score":
         if not isinstance(crit, list):
             raise RequestError(f"score question {qid!r} takes 'criteria' as a list of levels, level 0 first",
                                field=field)
@@ -163,7 +164,7 @@ def _parse_labels(qid: str, labels: object, field: str) -> tuple[str, str]:
 def row_texts(tok: Tokenizer, question: Question) -> list[tuple[str, str]]:
     """(text, field) pairs to tokenize for one question's row: its head, then each option's text."""
     field = f"questions.{question.qid}"
-    head = (f"{question.qtype} question: {tok.scrub(question.instructions)}", field + ".instructions")
+    head = (f"{question.type} question: {tok.scrub(question.instructions)}", field + ".instructions")
     return [head] + [(" " + tok.scrub(text), field + ".criteria") for text in question.options]
 
 
@@ -209,4 +210,4 @@ def build_row(tok: Tokenizer, question: Question, encoded: list[list[int]], stat
     if len(markers) != len(option_ids):
         raise RequestError(f"question {question.qid!r}: its {len(option_ids)} options do not fit in the "
                            f"{head_max_len}-token head budget", field=f"questions.{question.qid}.criteria")
-    return Row(ids, markers, QTYPES[question.qtype])
+    return Row(ids, markers, QTYPES[question.type])

@@ -75,7 +75,7 @@ class WorkerSettings:
 
     def check_files(self) -> None:
         """FileNotFoundError naming what is missing, before any process loads torch."""
-        from worker.checkpoint import check_checkpoint
+        from laya_common.checkpoint import check_checkpoint
 
         if not self.checkpoint:
             raise FileNotFoundError("LAYA_CHECKPOINT is not set; point it at a checkpoint directory "

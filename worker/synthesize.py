@@ -11,65 +11,13 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from worker.checkpoint import TOKENIZER, TOKENIZER_CONFIG, WEIGHTS
-from worker.config import AGENT_CONFIG, ENCODER_CONFIG
+from laya_common.checkpoint import AGENT_CONFIG, ENCODER_CONFIG, TOKENIZER, TOKENIZER_CONFIG, WEIGHTS
+from laya_common.model import ModelConfig
+from laya_common.presets import MODEL_PRESETS, Preset
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]")
-
-
-@dataclass(frozen=True)
-class Preset:
-    hidden_size: int
-    intermediate_size: int
-    num_layers: int
-    num_heads: int
-    vocab_size: int  # rows of the embedding matrix (the tokenizer's vocabulary is at most this)
-    tokenizer_vocab: int
-    corpus_lines: int
-    global_attn_every_n_layers: int = 3
-    local_attention: int = 128
-    global_theta: float = 160000.0
-    local_theta: float = 10000.0
-    head_layers: int = 2
-    agent: dict = field(default_factory=dict)
-
-
-# Fitted temperatures like a shipped checkpoint's, including values outside the usable range
-# (0.1006 and 7.5 are clamped to 0.5 and 5.0) and one that is not a number, so decoding exercises
-# every clamping rule.
-_AGENT = {
-    "act_costs": {"ask": 0.1},
-    "max_len": 512,
-    "head_max_len": 192,
-    "temperature": [1.3, 0.9, 1.1],
-    "temperature_by_options": {
-        "noul:2": 1.2,
-        "choice:2": 0.8,
-        "choice:3-5": 1.7,
-        "choice:11+": 0.1006,
-        "score:3-5": 7.5,
-        "score:6-10": "n/a",
-    },
-    "amp_dtype": "bf16",
-}
-
-MODEL_PRESETS = {
-    "tiny": Preset(hidden_size=128, intermediate_size=192, num_layers=4, num_heads=2, vocab_size=1280,
-                   tokenizer_vocab=1200, corpus_lines=3000),
-    # another depth and attention period, other thetas and window: configuration must come from the files
-    "tiny-alt": Preset(hidden_size=128, intermediate_size=160, num_layers=3, num_heads=2, vocab_size=1280,
-                       tokenizer_vocab=1200, corpus_lines=3000, global_attn_every_n_layers=2,
-                       local_attention=64, global_theta=80000.0, local_theta=5000.0),
-    # a second model for multi-model tests: its own width, depth and heads, and typed-decisions' 1024-token budget
-    "tiny-typed": Preset(hidden_size=96, intermediate_size=160, num_layers=2, num_heads=3, vocab_size=1280,
-                         tokenizer_vocab=1100, corpus_lines=3000, agent={"max_len": 1024}),
-    # ModernBERT-large's dimensions
-    "large": Preset(hidden_size=1024, intermediate_size=2624, num_layers=28, num_heads=16, vocab_size=50368,
-                    tokenizer_vocab=8000, corpus_lines=20000),
-}
 
 _WORDS = (
     "the", "a", "an", "and", "or", "but", "if", "then", "refund", "charge", "order", "account", "customer",
@@ -97,10 +45,11 @@ def synthesize(out: Path | str, *, size: str = "tiny", seed: int = 0) -> Path:
     (out / "encoder").mkdir(parents=True, exist_ok=True)
     (out / "tokenizer").mkdir(parents=True, exist_ok=True)
     ids = _write_tokenizer(out, preset, seed)
-    _write_json(out / ENCODER_CONFIG, _encoder_config(preset, ids))
-    _write_json(out / AGENT_CONFIG, {"encoder": "answerdotai/ModernBERT-large", "head_layers": preset.head_layers,
-                                     **_AGENT, **preset.agent})
-    _write_weights(out / WEIGHTS, preset, seed)
+    token_ids = {"pad_token_id": ids["[PAD]"], "cls_token_id": ids["[CLS]"], "sep_token_id": ids["[SEP]"],
+                 "bos_token_id": ids["[CLS]"], "eos_token_id": ids["[SEP]"]}
+    _write_json(out / ENCODER_CONFIG, {**preset.encoder_config(), **token_ids})
+    _write_json(out / AGENT_CONFIG, preset.agent_config())
+    _write_weights(out / WEIGHTS, ModelConfig.from_preset(size), seed)
     return out
 
 
@@ -151,38 +100,21 @@ def _write_tokenizer(out: Path, preset: Preset, seed: int) -> dict[str, int]:
     return ids
 
 
-def _encoder_config(preset: Preset, ids: dict[str, int]) -> dict:
-    # the transformers 4.x layout of ModernBERT's config.json, as the published checkpoints ship it
-    return {
-        "architectures": ["ModernBertModel"], "model_type": "modernbert",
-        "vocab_size": preset.vocab_size, "hidden_size": preset.hidden_size,
-        "intermediate_size": preset.intermediate_size, "num_hidden_layers": preset.num_layers,
-        "num_attention_heads": preset.num_heads, "hidden_activation": "gelu",
-        "max_position_embeddings": 8192, "norm_eps": 1e-5, "norm_bias": False,
-        "attention_bias": False, "mlp_bias": False, "attention_dropout": 0.0, "embedding_dropout": 0.0,
-        "mlp_dropout": 0.0, "global_attn_every_n_layers": preset.global_attn_every_n_layers,
-        "local_attention": preset.local_attention, "global_rope_theta": preset.global_theta,
-        "local_rope_theta": preset.local_theta, "pad_token_id": ids["[PAD]"], "cls_token_id": ids["[CLS]"],
-        "sep_token_id": ids["[SEP]"], "bos_token_id": ids["[CLS]"], "eos_token_id": ids["[SEP]"],
-        "initializer_range": 0.02, "tie_word_embeddings": True,
-    }
-
-
-def weight_shapes(preset: Preset) -> dict[str, tuple[int, ...]]:
+def weight_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every tensor of the checkpoint, by name: the encoder, the decision head, scorer and act head."""
-    d, f, n_act = preset.hidden_size, preset.intermediate_size, len(_AGENT["act_costs"]) + 1
+    d, f, n_act = config.hidden_size, config.intermediate_size, config.n_act
     shapes: dict[str, tuple[int, ...]] = {
-        "encoder.embeddings.tok_embeddings.weight": (preset.vocab_size, d),
+        "encoder.embeddings.tok_embeddings.weight": (config.vocab_size, d),
         "encoder.embeddings.norm.weight": (d,),
     }
-    for i in range(preset.num_layers):
+    for i in range(config.num_layers):
         p = f"encoder.layers.{i}."
         if i > 0:
             shapes[p + "attn_norm.weight"] = (d,)
         shapes |= {p + "attn.Wqkv.weight": (3 * d, d), p + "attn.Wo.weight": (d, d),
                    p + "mlp_norm.weight": (d,), p + "mlp.Wi.weight": (2 * f, d), p + "mlp.Wo.weight": (d, f)}
     shapes["encoder.final_norm.weight"] = (d,)
-    for j in range(preset.head_layers):
+    for j in range(config.head_layers):
         p = f"head.layers.{j}."
         shapes |= {p + "self_attn.in_proj_weight": (3 * d, d), p + "self_attn.in_proj_bias": (3 * d,),
                    p + "self_attn.out_proj.weight": (d, d), p + "self_attn.out_proj.bias": (d,),
@@ -217,11 +149,11 @@ def _init_tensor(name: str, shape: tuple[int, ...], gen):
     return torch.randn(shape, generator=gen) * (gain / math.sqrt(shape[1]))
 
 
-def _write_weights(path: Path, preset: Preset, seed: int) -> None:
+def _write_weights(path: Path, config: ModelConfig, seed: int) -> None:
     import torch
     from safetensors.torch import save_file
 
     gen = torch.Generator().manual_seed(seed)
     tensors = {name: _init_tensor(name, shape, gen).float().contiguous()
-               for name, shape in weight_shapes(preset).items()}
+               for name, shape in weight_shapes(config).items()}
     save_file(tensors, str(path), metadata={"format": "pt"})

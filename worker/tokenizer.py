@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from worker.checkpoint import TOKENIZER, TOKENIZER_CONFIG
+from laya_common.checkpoint import TOKENIZER, TOKENIZER_CONFIG
 
 
 class UnencodableText(ValueError):

@@ -21,12 +21,13 @@ def test_importing_and_building_the_app_leaves_torch_and_the_engine_out():
     assert out.stdout.strip() == "[]"
 
 
-def test_settings_come_from_laya_environment_variables_with_their_types():
+def test_settings_come_from_laya_environment_variables_with_their_types(monkeypatch):
     env = {"LAYA_PORT": "9000", "LAYA_API_KEY": "1234", "LAYA_SYNC_TIMEOUT_S": "2.5", "OTHER": "x"}
     assert config.from_env(env) == {"PORT": 9000, "API_KEY": "1234", "SYNC_TIMEOUT_S": 2.5}
     with pytest.raises(ValueError, match="LAYA_PORT"):
         config.from_env({"LAYA_PORT": "eighty"})
-    assert create_app({"PORT": 1})  # the test mapping wins
+    monkeypatch.setenv("LAYA_PORT", "9000")
+    assert create_app({"PORT": 1}).config["PORT"] == 1  # the test mapping wins over the environment
 
 
 def test_env_overrides_defaults_in_the_factory(monkeypatch):

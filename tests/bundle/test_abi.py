@@ -4,18 +4,9 @@ import re
 
 import pytest
 
-pytest.importorskip("tilelang")
-
-from bundle.manifest import EntryPoint  # noqa: E402
-from bundle.tl_source import (  # noqa: E402
-    AbiMismatch,
-    check_abi,
-    declared_signature,
-    generate,
-    rename,
-    serialize_launches,
-)
-from kernels import attention, gemm  # noqa: E402
+from bundle.manifest import EntryPoint
+from bundle.tl_source import AbiMismatch, check_abi, declared_signature, generate, rename, serialize_launches
+from kernels import attention, gemm
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from bundle.export_tables import TABLE_FILES
 from bundle.manifest import LIBRARY, MANIFEST, TABLES_JSON, Manifest
 from bundle.verify import main as verify_main
 from bundle.verify import verify
-from worker.checkpoint import ARTIFACTS
+from laya_common.checkpoint import ARTIFACTS
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ def test_kernel_code_is_hopper_code(built_bundle):
     assert "wgmma" in source and "CUtensorMap" in source
 
 
-def test_verify_accepts_an_untouched_bundle(bundle_copy, capsys):
+def test_verify_accepts_an_untouched_bundle(bundle_copy):
     bundle, checkpoint = bundle_copy
     assert verify(bundle, checkpoint) == []
     assert verify_main(checkpoint=checkpoint, bundle=bundle) == 0

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from bundle.manifest import Arg, EntryPoint, Manifest, ModelDims, Tier, seal_problem
+from bundle.manifest import Arg, EntryPoint, Manifest, Tier, seal_problem
+from laya_common.model import ModelConfig, ModelDims
 
 
 def _manifest() -> Manifest:
@@ -17,8 +18,8 @@ def _manifest() -> Manifest:
                Tier(max_m=None, symbol="laya_gemm_attn_out_bf16_t1", tiles={"block_N": 256}, source_sha256="1" * 64)),
     )
     return Manifest(tile_config="optimized", arch="sm_90a", versions={"tilelang": "0.1.14", "nvcc": "13.0.88"},
-                    model=ModelDims.from_preset("tiny"), library={"file": "liblaya_kernels.so", "sha256": "2" * 64},
-                    entries={entry.name: entry})
+                    model=ModelDims.of(ModelConfig.from_preset("tiny")),
+                    library={"file": "liblaya_kernels.so", "sha256": "2" * 64}, entries={entry.name: entry})
 
 
 def test_round_trip(tmp_path):

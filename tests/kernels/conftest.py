@@ -33,11 +33,27 @@ def kernels(request):
 
 
 @pytest.fixture
-def gen():
-    """A fresh generator per test, seeded from the OS: every run draws new inputs."""
+def gen(request):
+    """A fresh generator per test, seeded from the OS (every run draws new inputs) or from --seed to replay one.
+
+    The seed goes into the test's report: a failing test prints it (pytest_runtest_makereport below).
+    """
     g = torch.Generator(device="cuda")
-    g.seed()
+    seed = request.config.getoption("seed")
+    if seed is None:
+        seed = g.seed()
+    else:
+        g.manual_seed(seed)
+    request.node.user_properties.append(("seed", seed))
     return g
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    seeds = [value for name, value in report.user_properties if name == "seed"]
+    if report.failed and seeds:
+        report.sections.append(("generator seed", f"{seeds[0]}: replay with pytest '{item.nodeid}' --seed {seeds[0]}"))
 
 
 @pytest.fixture

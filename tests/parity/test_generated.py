@@ -30,9 +30,10 @@ def test_valid_requests_answer_like_the_reference(pair, payload):
 
 
 @settings(max_examples=60, **SETTINGS)
-@given(qtype=st.sampled_from(["choice", "score", "noul"]), data=st.data())
-def test_every_question_type_alone(pair, qtype, data):
-    question = data.draw({"choice": S.choice_questions, "score": S.score_questions, "noul": S.noul_questions}[qtype])
+@given(type_name=st.sampled_from(["choice", "score", "noul"]), data=st.data())
+def test_every_question_type_alone(pair, type_name, data):
+    questions = {"choice": S.choice_questions, "score": S.score_questions, "noul": S.noul_questions}[type_name]
+    question = data.draw(questions)
     payload = {"state": data.draw(S.states), "questions": {"q": question}}
     assert assert_parity(pair.oracle, pair.engine, payload) is not None
 

@@ -205,7 +205,9 @@ def laya_run(checkpoint: Path, payloads: list[dict], model: str = "english") -> 
     lines = "".join(json.dumps(p) + "\n" for p in payloads)
     out = subprocess.run([str(BIN / "laya-run"), str(checkpoint), "--executor", "reference", "--device", "cpu",
                           "--model", model], input=lines, capture_output=True, text=True, timeout=300, check=True)
-    return [json.loads(line) for line in out.stdout.splitlines()]
+    answers = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(answers) == len(payloads), out.stdout
+    return answers
 
 
 # Rows packed with other states' rows into one forward pass (batches) reduce in another order than a lone

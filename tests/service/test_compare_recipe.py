@@ -22,7 +22,7 @@ def test_the_recipe_finds_no_difference_and_stores_both_sides(stack, checkpoint,
     assert len(http) == len(DEFAULT_REQUESTS) and any('"status": 422' in line for line in http)
 
 
-def test_the_recipe_reports_a_difference(stack, checkpoint, tmp_path):
+def test_the_recipe_reports_a_difference(stack, tmp_path):
     """Another checkpoint's laya-run disagrees with the service: the recipe must say so and exit 1."""
     from worker.synthesize import synthesize
 

@@ -25,7 +25,7 @@ def test_executor_failure_is_500_stops_the_worker_and_health_is_503_until_a_fres
     assert r.status_code == 500, r.text
     body = r.json()
     assert body["error"] == "executor_failure" and "Traceback" not in r.text and "/" not in body["detail"]
-    assert wait_until(lambda: worker.popen.poll() is not None, 60, "the failed worker to exit")
+    wait_until(lambda: worker.popen.poll() is not None, 60, "the failed worker to exit")
     assert worker.popen.returncode == 1
 
     health = service.get("/health")
@@ -40,7 +40,7 @@ def test_executor_failure_is_500_stops_the_worker_and_health_is_503_until_a_fres
     assert service.post("/v1/systemone", json=PAYLOAD).status_code == 200
 
 
-def test_health_is_503_while_no_worker_is_warm_and_when_redis_is_gone(private_db, launcher, redis_server):
+def test_health_is_503_while_no_worker_is_warm_and_when_redis_is_gone(private_db, launcher):
     service = Service(private_db)
     launcher.api(service)
     r = service.get("/health")
@@ -87,7 +87,7 @@ def test_a_checkpoint_that_does_not_load_stops_the_worker_and_health_says_why(pr
     celery.conf.update(contract.celery_config(private_db))
     celery.send_task(contract.TASK_DECIDE, args=[PAYLOAD], queue=contract.queue_name("english"))  # accepted earlier
     worker = launcher.worker(service, checkpoint=broken)
-    assert wait_until(lambda: worker.popen.poll() is not None, 120, "the worker to give up")
+    wait_until(lambda: worker.popen.poll() is not None, 120, "the worker to give up")
     assert worker.popen.returncode == 1
     assert service.redis().llen(contract.queue_name("english")) == 1  # the job waits for a worker that starts
     health = service.get("/health")

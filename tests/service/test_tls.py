@@ -38,6 +38,7 @@ def tls_redis_url(tmp_path):
     popen.wait(10)
 
 
+@pytest.mark.optional  # skips where redis-server is built without TLS (or there is no openssl)
 def test_the_service_runs_over_tls(tls_redis_url, launcher):
     service = Service(tls_redis_url)
     launcher.worker(service)

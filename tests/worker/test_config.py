@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from worker.config import GLOBAL, LOCAL, ModelConfig, clamp_temperature, temperature_bucket
+from laya_common.model import GLOBAL, LOCAL, ModelConfig, clamp_temperature, temperature_bucket
 
 
 def test_tiny_alt_reads_depth_period_window_and_thetas_from_the_files(tiny_alt_checkpoint):

@@ -11,9 +11,9 @@ import pytest
 from emulated_kernels import EmulatedKernels
 
 from bundle.export_tables import rope_tables
+from laya_common.model import GLOBAL, ModelConfig
 from worker.batch import Admits, Batch
 from worker.checkpoint import load_weights
-from worker.config import GLOBAL, ModelConfig
 from worker.contract import ExecutorError
 from worker.engine import Engine
 from worker.executors import ExecutorOptions, make_executor

@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 
+from laya_common.model import ModelConfig
 from worker.synthesize import synthesize
 
 ARTIFACTS = (  # DESIGN.md "Bundle and checkpoint": the five checkpoint artifacts
@@ -60,6 +61,14 @@ def test_presets_have_their_depth_and_attention_period(tmp_path, size, layers, e
     out = synthesize(tmp_path / size, size=size, seed=0)
     enc = json.loads((out / "encoder/config.json").read_text())
     assert (enc["num_hidden_layers"], enc["global_attn_every_n_layers"], enc["hidden_size"]) == (layers, every, 128)
+
+
+@pytest.mark.parametrize("size", ["tiny-alt", "tiny-typed"])
+def test_a_presets_configuration_is_the_one_its_checkpoint_carries(tiny, tmp_path, size):
+    """What `laya-bundle build --model NAME` compiles for is what `synthesize --size NAME` writes."""
+    assert ModelConfig.from_preset("tiny") == ModelConfig.from_checkpoint(tiny)
+    out = synthesize(tmp_path / size, size=size, seed=0)
+    assert ModelConfig.from_preset(size) == ModelConfig.from_checkpoint(out) != ModelConfig.from_preset("tiny")
 
 
 def test_the_config_ships_temperatures_laya_must_clamp(tiny):

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from laya_common.model import ModelConfig
 from worker.batch import Admits, Batch, Outputs
-from worker.config import ModelConfig
 
 EXECUTORS = ("reference", "cuda")
 

@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from laya_common.model import GLOBAL, ModelConfig
 from worker.batch import Admits, Batch, Outputs
-from worker.config import GLOBAL, ModelConfig
 from worker.executors.gemm_routes import CUBLAS, GemmRoutes
 from worker.executors.reference import act_logits, readout_modules, score_markers
 

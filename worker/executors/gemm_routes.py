@@ -18,10 +18,11 @@ Ranges = tuple[tuple[int, int | None], ...]
 
 ROUTES: dict[str, dict[str, Ranges]] = {
     "original": {},
-    # /work/shared/measurements/gemm-vs-cublas-h200-2026-12-02.csv (H200, cold weights, CUDA graphs):
+    # docs/measurements/gemm-vs-cublas-h200-2026-12-02.csv (H200, cold weights, CUDA graphs; commit not recorded):
     # torch.mm beat every optimized GEMM at every measured M (16 to 8192) by 1.07x to 3.55x. GeGLU on
     # cuBLAS adds an elementwise gelu(a) * g pass over [M, 2F] that the fused kernel does not need; at
-    # M = 8192 the two were within 3% with that pass counted, so large M stays on the fused kernel.
+    # M = 8192 the two were within 3% with that pass counted (unsourced: the pass is not in that file), so large M
+    # stays on the fused kernel.
     "optimized": {
         "gemm_qkv_bf16": ((1, None),),
         "gemm_attn_out_bf16": ((1, None),),

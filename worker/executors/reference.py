@@ -13,8 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bundle.export_tables import rope_cos_sin
+from laya_common.model import GLOBAL, ModelConfig
 from worker.batch import Admits, Batch, Outputs
-from worker.config import GLOBAL, ModelConfig
 
 DROPPED_WEIGHTS = ("temperature",)  # a calibration buffer the decoder reads from the config instead
 MASKED_LOGIT = -1e4
@@ -31,23 +32,13 @@ class Embeddings(nn.Module):
         return self.norm(self.tok_embeddings(input_ids))
 
 
-def rope_tables(cfg: ModelConfig, theta: float, n_tokens: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    """cos, sin: [1, L, Dh] for positions 0..L-1 (the two halves of Dh repeat the same frequencies)."""
-    dim = cfg.head_dim
-    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float, device=device) / dim))
-    positions = torch.arange(n_tokens, device=device)[None, None, :].float()  # [1, 1, L]
-    freqs = (inv_freq[None, :, None] @ positions).transpose(1, 2)  # [1, L, Dh/2]
-    angles = torch.cat((freqs, freqs), dim=-1)
-    return angles.cos(), angles.sin()
-
-
 def rotate_half(x: Tensor) -> Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:  # x: [R, H, L, Dh]; cos, sin: [1, L, Dh]
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:  # x: [R, H, L, Dh]; cos, sin: [L, Dh]
+    cos, sin = cos[None, None], sin[None, None]
     return (x.float() * cos) + (rotate_half(x.float()) * sin)
 
 
@@ -111,8 +102,8 @@ class Encoder(nn.Module):
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:  # [R, L] -> [R, L, D]
         cfg, n_tokens = self.cfg, input_ids.shape[1]
         x = self.embeddings(input_ids)
-        rope = {True: rope_tables(cfg, cfg.global_theta, n_tokens, x.device),
-                False: rope_tables(cfg, cfg.local_theta, n_tokens, x.device)}
+        rope = {True: rope_cos_sin(cfg.global_theta, cfg.head_dim, n_tokens, x.device),
+                False: rope_cos_sin(cfg.local_theta, cfg.head_dim, n_tokens, x.device)}
         keep = {True: global_keep(attention_mask), False: sliding_keep(attention_mask, cfg.window)}
         for layer in self.layers:
             x = layer(x, rope[layer.is_global], keep[layer.is_global])

@@ -144,7 +144,7 @@ def start_redis(url: str, data_dir: Path) -> subprocess.Popen:
 
 def synthesized_checkpoint(size: str) -> Path:
     """The cached synthesized checkpoint of `size` (seed 0), written once (atomically) and reused."""
-    from worker.checkpoint import ARTIFACTS
+    from laya_common.checkpoint import ARTIFACTS
 
     path = CACHE / f"{size}-seed0"
     if all((path / name).is_file() for name in ARTIFACTS):

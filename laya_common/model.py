@@ -1,20 +1,22 @@
 """Model configuration: read from a checkpoint's `encoder/config.json` and `rl_agent_config.json`.
 
 Every size, budget and temperature the engine uses comes from here, never from constants, so a
-checkpoint with other dimensions (3 layers, global attention every 2nd) works unchanged.
+checkpoint with other dimensions (3 layers, global attention every 2nd) works unchanged. `ModelDims` is
+the part of it the bundle's kernels are compiled for.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-ENCODER_CONFIG = "encoder/config.json"
-AGENT_CONFIG = "rl_agent_config.json"
+from laya_common.checkpoint import AGENT_CONFIG, ENCODER_CONFIG
+from laya_common.presets import MODEL_PRESETS
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"
+# A question's type by name (the wire's "type") -> its qtype, the row of the model's type embedding.
 QTYPES = {"choice": 0, "score": 1, "noul": 2}
 QTYPE_NAMES = {v: k for k, v in QTYPES.items()}
 
@@ -89,6 +91,14 @@ class ModelConfig:
         return cls.from_dicts(enc, agent)
 
     @classmethod
+    def from_preset(cls, name: str) -> ModelConfig:
+        """The configuration a checkpoint synthesized from the preset `name` carries."""
+        if name not in MODEL_PRESETS:
+            raise ValueError(f"unknown model preset {name!r}; known: {', '.join(MODEL_PRESETS)}")
+        preset = MODEL_PRESETS[name]
+        return cls.from_dicts(preset.encoder_config(), preset.agent_config())
+
+    @classmethod
     def from_dicts(cls, enc: dict, agent: dict) -> ModelConfig:
         n_layers = int(enc["num_hidden_layers"])
         layer_types = enc.get("layer_types")
@@ -131,6 +141,25 @@ class ModelConfig:
                 k: clamp_temperature(v) for k, v in agent.get("temperature_by_options", {}).items()
             },
         )
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    """The model dimensions every kernel of a bundle is compiled for: a part of a ModelConfig."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_heads: int
+    head_dim: int
+    vocab_size: int
+    window: int
+    norm_eps: float
+    max_len: int
+    head_heads: int
+
+    @classmethod
+    def of(cls, config: ModelConfig) -> ModelDims:
+        return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
 
 
 def temperature_bucket(qtype: int, n_options: int) -> str:

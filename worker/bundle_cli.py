@@ -1,4 +1,8 @@
-"""`laya-bundle`: fetch or synthesize a checkpoint; build, export tables for, and verify a CUDA bundle."""
+"""`laya-bundle`: fetch or synthesize a checkpoint; build, export tables for, and verify a CUDA bundle.
+
+It lives in `worker/` because it joins the two: fetching and synthesizing a checkpoint are the worker's,
+while `bundle/` itself imports nothing from `worker/`.
+"""
 
 from __future__ import annotations
 
@@ -45,8 +49,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from laya_common.presets import MODEL_PRESETS
     from worker.checkpoint import HUB_REVISION
-    from worker.synthesize import MODEL_PRESETS
     from worker.version import add_version_flag
 
     p = argparse.ArgumentParser(prog="laya-bundle", description=__doc__)
