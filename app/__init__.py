@@ -14,7 +14,7 @@ from worker import contract
 
 
 def create_app(test_config: dict | None = None) -> Flask:
-    from app import auth, config, dispatch, errors, metrics
+    from app import auth, config, dispatch, errors, metrics, tracing
     from app.batches import bp as batches_bp
     from app.health import bp as health_bp
     from app.jobs import bp as jobs_bp
@@ -30,6 +30,7 @@ def create_app(test_config: dict | None = None) -> Flask:
 
     errors.init_app(app)
     dispatch.init_app(app, celery_init_app(app))
+    tracing.init_app(app)  # first before_request hook: its stamp is the earliest
     metrics.init_app(app, app.extensions["laya"])  # its clock starts before auth, so 401s are timed too
     auth.init_app(app)
     for bp in (systemone_bp, jobs_bp, batches_bp, health_bp, openapi_bp):

@@ -46,12 +46,14 @@ class Dispatcher:
 
     # --- single requests ---
 
-    def submit(self, payload: dict, *, record: bool) -> str:
-        """Enqueue one request on its model's queue; `record` makes the id fetchable at /v1/jobs/<id>."""
+    def submit(self, payload: dict, *, record: bool, trace: bool = False) -> str:
+        """Enqueue one request on its model's queue; `record` makes the id fetchable at /v1/jobs/<id>,
+        `trace` asks the worker to store its stage times too."""
         job_id = str(uuid.uuid4())
         if record:
             self._record(job_id, {"kind": "job", "model": payload["model"]})
-        self._send(contract.TASK_DECIDE, payload, job_id, payload["model"])
+        headers = {contract.TRACE_MESSAGE_HEADER: True} if trace else None
+        self._send(contract.TASK_DECIDE, payload, job_id, payload["model"], headers=headers)
         return job_id
 
     def wait(self, job_id: str, model: str, timeout_s: float) -> dict:
@@ -117,10 +119,11 @@ class Dispatcher:
 
     # --- helpers ---
 
-    def _send(self, task: str, argument: dict, job_id: str, model: str) -> None:
+    def _send(self, task: str, argument: dict, job_id: str, model: str, headers: dict | None = None) -> None:
         """Enqueue `task(argument)` as `job_id`; if that fails, no record is left claiming a queued job."""
         try:
-            self.celery.send_task(task, args=[argument], task_id=job_id, queue=contract.queue_name(model))
+            self.celery.send_task(task, args=[argument], task_id=job_id, queue=contract.queue_name(model),
+                                  headers=headers)
         except Exception:
             self.redis.delete(contract.job_key(job_id))
             raise

@@ -15,9 +15,9 @@ import os
 import sys
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery.signals import task_postrun, task_received, worker_process_init, worker_process_shutdown
 
-from worker import contract, lifecycle
+from worker import contract, lifecycle, tracing
 from worker.settings import WorkerSettings, env_help
 
 
@@ -45,6 +45,19 @@ def _start_engine(sender: str, **_: object) -> None:
 @worker_process_shutdown.connect
 def _stop_engine(**_: object) -> None:
     lifecycle.stop()
+
+
+@task_received.connect
+def _stamp_received(request, **_: object) -> None:
+    tracing.on_received(request)
+
+
+@task_postrun.connect
+def _store_trace(task_id: str, task, **_: object) -> None:
+    trace = tracing.of(task.request)
+    if trace is not None:  # the result backend has written the result by now
+        tracing.stamp(trace, "result_written")
+        lifecycle.current().store_trace(task_id, trace)
 
 
 def main(argv: list[str] | None = None) -> int:

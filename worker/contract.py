@@ -110,6 +110,26 @@ def batch_results_key(batch_id: str) -> str:
     return f"laya:batch:{batch_id}:results"
 
 
+def trace_key(job_id: str) -> str:
+    """One request's stage times (hash: stage -> time.time()), written by each process it passed through."""
+    return f"laya:trace:{job_id}"
+
+
+# A request carrying this HTTP header (to an API with LAYA_TRACE=1) is traced; the API passes the
+# request on with the Celery message header of the same name, which is how the worker knows.
+TRACE_HEADER = "x-laya-trace"
+TRACE_MESSAGE_HEADER = "laya_trace"
+TRACE_TTL_S = 600
+
+
+def write_trace(redis, job_id: str, stamps: dict[str, float]) -> None:
+    """Add `stamps` to the request's trace in Redis (kept TRACE_TTL_S)."""
+    pipe = redis.pipeline()
+    pipe.hset(trace_key(job_id), mapping=stamps)
+    pipe.expire(trace_key(job_id), TRACE_TTL_S)
+    pipe.execute()
+
+
 def executor_metrics_key(model: str) -> str:
     """Hash of executor-time histogram counters: "le:<bound>" per bucket, "count", "sum"."""
     return f"laya:metrics:executor:{model}"

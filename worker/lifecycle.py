@@ -21,7 +21,7 @@ import signal
 import socket
 import time
 
-from worker import contract
+from worker import contract, tracing
 from worker.heartbeat import Heartbeat, record_executor_seconds
 from worker.settings import WorkerSettings
 
@@ -118,10 +118,12 @@ class Runtime:
         self.settings, self.engine, self.redis, self.heartbeat = settings, engine, redis, heartbeat
         self.failed = False
 
-    def decide(self, job_id: str, payload: dict) -> dict:
+    def decide(self, job_id: str, payload: dict, trace: dict[str, float] | None = None) -> dict:
         """One request's envelope: its response, or the error the API will answer with."""
+        tracing.stamp(trace, "task_started")
         self._refuse_if_failed()
         started_at, t0 = time.time(), time.perf_counter()
+        tracing.stamp(trace, "engine_started")
         try:
             response = self.engine.decide(payload)
         except contract.RequestError as e:
@@ -129,6 +131,7 @@ class Runtime:
         except Exception as e:
             return self._failure(e)
         seconds = time.perf_counter() - t0
+        tracing.stamp(trace, "engine_finished")
         self._finish(job_id, seconds)
         return contract.ok_envelope(response, _timings(started_at, seconds))
 
@@ -153,6 +156,9 @@ class Runtime:
             pipe.execute()
         self.redis.expire(contract.job_key(batch_id), self.settings.result_ttl_s)
         return contract.ok_envelope({"done": len(payloads)}, _timings(started_at, time.perf_counter() - t0))
+
+    def store_trace(self, job_id: str, trace: dict[str, float]) -> None:
+        contract.write_trace(self.redis, job_id, trace)
 
     def _refuse_if_failed(self) -> None:
         if self.failed:

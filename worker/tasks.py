@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from worker import contract, lifecycle
+from worker import contract, lifecycle, tracing
 
 
 @shared_task(name=contract.TASK_DECIDE, bind=True, ignore_result=False)
 def decide(self, payload: dict) -> dict:
     """One /v1/systemone request -> ok_envelope(response) or error_envelope(kind, ...)."""
-    return lifecycle.current().decide(self.request.id, payload)
+    return lifecycle.current().decide(self.request.id, payload, trace=tracing.of(self.request))
 
 
 @shared_task(name=contract.TASK_DECIDE_BATCH, bind=True, ignore_result=False)
