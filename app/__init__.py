@@ -54,8 +54,8 @@ class WireJSON(DefaultJSONProvider):
 
 
 def celery_init_app(app: Flask) -> Celery:
-    """A Celery client (it only sends tasks and reads results) configured like the workers."""
+    """A Celery client (it only sends tasks) configured like the workers."""
     celery = Celery(app.name)
-    celery.conf.update(contract.celery_config(app.config["REDIS_URL"], result_ttl_s=app.config["RESULT_TTL_S"]))
+    celery.conf.update(contract.celery_config(app.config["REDIS_URL"]))
     app.extensions["celery"] = celery
     return celery

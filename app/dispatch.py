@@ -1,7 +1,8 @@
 """The API's only link to the workers: enqueue by task name, wait, and read job, batch and worker state in Redis.
 
-Everything crosses as plain JSON: a task gets the validated payload, and returns an envelope
-(`contract.ok_envelope` / `contract.error_envelope`), never an exception.
+Everything crosses as plain JSON: a task gets the validated payload, and writes an envelope
+(`contract.ok_envelope` / `contract.error_envelope`, never an exception) to its result key, where a
+sync call blocks for it (BLPOP) and a job fetch reads it.
 """
 
 from __future__ import annotations
@@ -11,38 +12,38 @@ import time
 import uuid
 
 from celery import Celery
-from celery.exceptions import TimeoutError as CeleryTimeout
 from flask import Flask, current_app
 
 from app.errors import ApiError, from_envelope
 from worker import contract
 
-# Celery states -> the job status the API reports; a finished task's envelope decides done or failed.
-_STATUS_BY_STATE = {"PENDING": "queued", "RECEIVED": "queued", "RETRY": "queued", "STARTED": "running"}
+READY_CACHE_S = 1.0  # how long a sync call or job submission trusts the last read of worker readiness
 
 
 class Dispatcher:
-    def __init__(self, celery: Celery, redis, *, result_ttl_s: int) -> None:
-        self.celery, self.redis, self.result_ttl_s = celery, redis, result_ttl_s
+    def __init__(self, celery: Celery, redis, waiter, *, result_ttl_s: int) -> None:
+        # waiter: a client whose socket timeout outlasts the longest BLPOP, for sync calls
+        self.celery, self.redis, self.waiter, self.result_ttl_s = celery, redis, waiter, result_ttl_s
+        self._ready_until: dict[str, float] = {}  # model -> monotonic time until which it counts as served
 
     # --- workers ---
 
     def workers(self) -> list[dict]:
         """Every worker record that has not expired: ready ones, and failed ones with the reason."""
-        keys = sorted(self.redis.smembers(contract.WORKERS_KEY))
-        if not keys:
-            return []
-        records = self.redis.mget(keys)
-        expired = [key for key, record in zip(keys, records, strict=True) if record is None]
-        if expired:
-            self.redis.srem(contract.WORKERS_KEY, *expired)
-        return [json.loads(record) for record in records if record is not None]
+        return contract.read_workers(self.redis)
 
     def require_ready(self, model: str) -> None:
-        """:raise 503: no worker serving `model` has finished its warmup."""
+        """:raise 503: no worker serving `model` has finished its warmup.
+
+        A yes is reused for READY_CACHE_S, and forgotten when a request comes back with an executor
+        failure; a request let in meanwhile waits in the queue for a worker, as if it had come first.
+        """
+        if time.monotonic() < self._ready_until.get(model, 0.0):
+            return
         workers = self.workers()
         if not any(w["state"] == "ready" and w["model"] == model for w in workers):
             raise ApiError("unavailable", no_ready_reason(workers, model))
+        self._ready_until[model] = time.monotonic() + READY_CACHE_S
 
     # --- single requests ---
 
@@ -57,22 +58,28 @@ class Dispatcher:
         return job_id
 
     def wait(self, job_id: str, model: str, timeout_s: float) -> dict:
-        """The envelope of a submitted request.
+        """The envelope of a submitted request, taken from its result key as soon as the worker writes it.
 
         :raise 504: not answered within `timeout_s`; the id is recorded so the answer can be fetched later.
         """
-        try:
-            return self.celery.AsyncResult(job_id).get(timeout=timeout_s, propagate=False)
-        except CeleryTimeout:
+        reply = self.waiter.blpop([contract.result_key(job_id)], timeout=timeout_s)
+        if reply is None:
             self._record(job_id, {"kind": "job", "model": model})
             raise ApiError("timeout", f"no answer within {timeout_s:g} s; the job goes on: fetch it from "
-                           f"/v1/jobs/{job_id}", id=job_id) from None
+                           f"/v1/jobs/{job_id}", id=job_id)
+        envelope = json.loads(reply[1])
+        if envelope.get("error") == "executor_failure":
+            self._ready_until.pop(model, None)
+        return envelope
 
     def job(self, job_id: str) -> dict:
         """{"id", "status", "result"?, "error"?} of a recorded job. :raise 404: unknown id."""
-        self._get_record(job_id, "job")
-        result = self.celery.AsyncResult(job_id)
-        status, envelope = self._status(result)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.get(contract.job_key(job_id))
+        pipe.lindex(contract.result_key(job_id), 0)
+        record, result = pipe.execute()
+        self._check_record(job_id, record, "job")
+        status, envelope = self._status(job_id, result)
         body = {"id": job_id, "status": status}
         if envelope is not None:
             if envelope.get("ok"):
@@ -92,13 +99,15 @@ class Dispatcher:
 
     def batch(self, batch_id: str, *, offset: int, limit: int) -> dict:
         """A page of a batch's results, in input order, with its progress. :raise 404: unknown id."""
-        record = self._get_record(batch_id, "batch")
         key = contract.batch_results_key(batch_id)
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.get(contract.job_key(batch_id))
         pipe.llen(key)
         pipe.lrange(key, offset, offset + limit - 1)
-        done, page = pipe.execute()
-        status, envelope = self._status(self.celery.AsyncResult(batch_id))
+        pipe.lindex(contract.result_key(batch_id), 0)
+        record, done, page, result = pipe.execute()
+        record = self._check_record(batch_id, record, "batch")
+        status, envelope = self._status(batch_id, result)
         if status == "queued" and done:
             status = "running"  # a redelivered batch resumes where it stopped
         body = {"id": batch_id, "status": status, "done": done, "total": record["total"], "offset": offset,
@@ -132,25 +141,21 @@ class Dispatcher:
         self.redis.set(contract.job_key(job_id), json.dumps({**record, "created_at": time.time()}),
                        ex=self.result_ttl_s)
 
-    def _get_record(self, job_id: str, kind: str) -> dict:
-        raw = self.redis.get(contract.job_key(job_id))
+    def _check_record(self, job_id: str, raw: bytes | None, kind: str) -> dict:
+        """The job's record. :raise 404: none of this kind (unknown id, or expired)."""
         record = json.loads(raw) if raw is not None else None
         if record is None or record["kind"] != kind:
             raise ApiError("not_found", f"no {kind} with id {job_id!r} (unknown, or expired after "
                            f"{self.result_ttl_s} s)")
         return record
 
-    @staticmethod
-    def _status(result) -> tuple[str, dict | None]:
-        """(status, envelope or None) of a task's result."""
-        state = result.state
-        if state in _STATUS_BY_STATE:
-            return _STATUS_BY_STATE[state], None
-        if state == "SUCCESS":
-            envelope = result.result
+    def _status(self, job_id: str, result: bytes | None) -> tuple[str, dict | None]:
+        """(status, envelope or None) of a task, from its stored envelope or the worker running it."""
+        if result is not None:
+            envelope = json.loads(result)
             return ("done" if envelope.get("ok") else "failed"), envelope
-        # FAILURE or REVOKED: the task raised instead of returning an envelope (never by design)
-        return "failed", contract.error_envelope("executor_failure", f"the worker did not answer ({state})")
+        running = any(w["state"] == "ready" and w.get("task") == job_id for w in self.workers())
+        return ("running" if running else "queued"), None
 
 
 def no_ready_reason(workers: list[dict], model: str) -> str:
@@ -163,9 +168,11 @@ def no_ready_reason(workers: list[dict], model: str) -> str:
 def init_app(app: Flask, celery: Celery) -> None:
     from redis import Redis
 
-    redis = Redis.from_url(app.config["REDIS_URL"], socket_connect_timeout=5, socket_timeout=30,
-                           health_check_interval=30)
-    app.extensions["laya"] = Dispatcher(celery, redis, result_ttl_s=app.config["RESULT_TTL_S"])
+    url = app.config["REDIS_URL"]
+    redis = Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30)
+    waiter = Redis.from_url(url, socket_connect_timeout=5, socket_timeout=app.config["SYNC_TIMEOUT_S"] + 30,
+                            health_check_interval=30)
+    app.extensions["laya"] = Dispatcher(celery, redis, waiter, result_ttl_s=app.config["RESULT_TTL_S"])
 
 
 def dispatcher() -> Dispatcher:

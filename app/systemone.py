@@ -31,7 +31,7 @@ def systemone() -> Response:
     response = jsonify(envelope["response"])
     response.headers.update(timing_headers(envelope.get("timings", {}), submitted_at))
     response.headers["x-job-id"] = job_id
-    tracing.store_after(response, d.redis, job_id)
+    tracing.store_after(response, job_id)
     return response
 
 

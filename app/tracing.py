@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from flask import Flask, Response, g, request
+from flask import Flask, Response, current_app, g, request
 
 from worker import contract
 
@@ -17,6 +17,9 @@ from worker import contract
 def init_app(app: Flask) -> None:
     if not app.config["TRACE"]:
         return
+    from redis import Redis
+
+    app.extensions["laya_trace"] = Redis.from_url(app.config["REDIS_URL"], socket_connect_timeout=5, socket_timeout=5)
 
     @app.before_request
     def _received() -> None:
@@ -34,11 +37,12 @@ def stamp(stage: str) -> None:
         trace[stage] = time.time()
 
 
-def store_after(response: Response, redis, job_id: str) -> None:
+def store_after(response: Response, job_id: str) -> None:
     """Once `response` has been written: stamp that, and store this request's stamps."""
     trace = g.get("trace")
     if trace is None:
         return
+    redis = current_app.extensions["laya_trace"]
 
     def written() -> None:
         trace["api_responded"] = time.time()

@@ -7,7 +7,7 @@ LAYA_TRACE=1 (and --redis-url pointing at its Redis), every sample also carries 
 each stamped (time.time(), one clock on one host) by the process it runs in:
 
     client_sent, api_received, api_validated, api_ready, api_enqueued, worker_received, task_started,
-    engine_started, engine_finished, result_written, api_woke, api_responded, client_received
+    engine_started, engine_finished, result_sent, api_woke, api_responded, client_received
 
 In the same run it measures the bare Celery round trip (recipe/celery_floor.py) per worker pool.
 Writes samples.json (every sample, the summaries, the floor, the command line, versions, the
@@ -38,8 +38,9 @@ REQUEST = {"model": "english", "state": "Please refund the duplicate charge.",
            "questions": {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}}}
 WARMUPS, SAMPLES, PER_CLIENT = 20, 100, 20
 CLIENTS = (1, 8, 32)
+TRACE_TRIES = 20
 STAGES = ("client_sent", "api_received", "api_validated", "api_ready", "api_enqueued", "worker_received",
-          "task_started", "engine_started", "engine_finished", "result_written", "api_woke", "api_responded",
+          "task_started", "engine_started", "engine_finished", "result_sent", "api_woke", "api_responded",
           "client_received")
 
 
@@ -105,12 +106,18 @@ def add_worker_stamps(rows: list[dict], redis_url: str) -> bool:
     from redis import Redis
 
     redis = Redis.from_url(redis_url)
-    pipe = redis.pipeline()
-    for r in rows:
-        pipe.hgetall(contract.trace_key(r["job_id"]))
-    traces = pipe.execute()
+    for _ in range(TRACE_TRIES):  # each process stores its stamps just after its part, the last ones a moment late
+        pipe = redis.pipeline()
+        for r in rows:
+            pipe.hgetall(contract.trace_key(r["job_id"]))
+        traces = pipe.execute()
+        if all(len(t) == len(STAGES) - 1 for t in traces):  # the client's two stamps are not stored, "worker" is
+            break
+        time.sleep(0.1)
     for r, trace in zip(rows, traces, strict=True):
-        r["stamps"].update({k.decode(): float(v) for k, v in trace.items()})
+        trace = {k.decode(): v.decode() for k, v in trace.items()}
+        r["worker"] = trace.pop("worker", None)
+        r["stamps"].update({k: float(v) for k, v in trace.items()})
     return all(set(STAGES) <= set(r["stamps"]) for r in rows)
 
 
@@ -121,8 +128,8 @@ def stage_gaps(row: dict) -> dict[str, float]:
 
 
 def worker_span(row: dict) -> tuple[float, float]:
-    """The worker's own record of one task: from taking the message to having written the result."""
-    return row["stamps"]["worker_received"], row["stamps"]["result_written"]
+    """The worker's own record of one task: from taking the message to sending the result."""
+    return row["stamps"]["worker_received"], row["stamps"]["result_sent"]
 
 
 def queueing_ms(row: dict, spans: list[tuple[float, float]]) -> float:
@@ -130,6 +137,15 @@ def queueing_ms(row: dict, spans: list[tuple[float, float]]) -> float:
     wait_from, wait_to = row["stamps"]["api_enqueued"], row["stamps"]["worker_received"]
     busy = sum(max(0.0, min(end, wait_to) - max(start, wait_from)) for start, end in spans)
     return busy * 1000
+
+
+def overlapping_tasks(rows: list[dict]) -> int:
+    """How many tasks a worker started before it had finished the one before, by its own stamps."""
+    by_worker: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        by_worker.setdefault(r["worker"], []).append(worker_span(r))
+    ordered = [sorted(spans) for spans in by_worker.values()]
+    return sum(b[0] < a[1] for spans in ordered for a, b in zip(spans, spans[1:], strict=False))
 
 
 def summarize(rows: list[dict], traced: bool, concurrent: bool) -> dict:
@@ -148,7 +164,7 @@ def summarize(rows: list[dict], traced: bool, concurrent: bool) -> dict:
         if concurrent:  # the worker is busy all along: what it spends between two tasks
             summary["worker_gap_median_ms"] = statistics.median(
                 (b[0] - a[1]) * 1000 for a, b in zip(spans, spans[1:], strict=False))
-        summary["overlapping_tasks"] = sum(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False))
+        summary["overlapping_tasks"] = overlapping_tasks(rows)
     return summary
 
 

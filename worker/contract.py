@@ -96,8 +96,29 @@ def queue_name(model: str) -> str:
 
 
 def worker_key(model: str, node: str) -> str:
-    """A worker's heartbeat: JSON {"state": "ready"|"failed", ...}, expiring unless refreshed."""
+    """A worker's heartbeat: JSON {"state": "ready"|"failed", "task", "delivery_tag", ...}, expiring unless
+    refreshed; "task" is the id of the task it is running (null between tasks)."""
     return f"laya:worker:{model}:{node}"
+
+
+def read_workers(redis) -> list[dict]:
+    """Every worker record that has not expired: ready ones, and failed ones with the reason.
+
+    Expired records are pruned from WORKERS_KEY on the way.
+    """
+    keys = sorted(redis.smembers(WORKERS_KEY))
+    if not keys:
+        return []
+    records = redis.mget(keys)
+    expired = [key for key, record in zip(keys, records, strict=True) if record is None]
+    if expired:
+        redis.srem(WORKERS_KEY, *expired)
+    return [json.loads(record) for record in records if record is not None]
+
+
+def result_key(job_id: str) -> str:
+    """A task's envelope, as a one-item Redis list: a sync call pops it (BLPOP), a job fetch reads it (LINDEX)."""
+    return f"laya:result:{job_id}"
 
 
 def job_key(job_id: str) -> str:
@@ -131,28 +152,26 @@ def write_trace(redis, job_id: str, stamps: dict[str, float]) -> None:
 
 
 def executor_metrics_key(model: str) -> str:
-    """Hash of executor-time histogram counters: "le:<bound>" per bucket, "count", "sum"."""
+    """Hash of executor-time histogram counters: "bucket:<bound>" (observations above the bucket below, up to
+    this bound: three commands per observation, where cumulative counters would take one per bucket),
+    "count", "sum"."""
     return f"laya:metrics:executor:{model}"
 
 
-def celery_config(redis_url: str, *, result_ttl_s: int = DEFAULT_RESULT_TTL_S,
-                  visibility_timeout_s: int = DEFAULT_VISIBILITY_TIMEOUT_S) -> dict:
-    """Celery settings both sides use: Redis broker and results, JSON only, one unacked task per worker."""
+def celery_config(redis_url: str, *, visibility_timeout_s: int = DEFAULT_VISIBILITY_TIMEOUT_S) -> dict:
+    """Celery settings both sides use: Redis broker, JSON only, one unacked task per worker.
+
+    No result backend: a task writes its envelope to `result_key` itself, in the round trip that also
+    updates the job's metrics, and the API blocks on that key (BLPOP).
+    """
     import ssl
 
     config = {
         "broker_url": redis_url,
-        "result_backend": redis_url,
         "task_serializer": "json",
-        "result_serializer": "json",
         "accept_content": ["json"],
-        "result_accept_content": ["json"],
-        "result_expires": result_ttl_s,
-        "result_extended": False,
         "task_ignore_result": True,
-        "task_track_started": True,
         "task_acks_late": True,
-        "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
         "worker_concurrency": 1,
         "broker_connection_retry_on_startup": True,
@@ -163,5 +182,4 @@ def celery_config(redis_url: str, *, result_ttl_s: int = DEFAULT_RESULT_TTL_S,
     if redis_url.startswith("rediss://") and "ssl_cert_reqs" not in redis_url:
         # Celery refuses a TLS URL without an explicit certificate policy; verify certificates by default.
         config["broker_use_ssl"] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
-        config["redis_backend_use_ssl"] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
     return config

@@ -22,7 +22,7 @@ class FakeDispatcher:
         if not self.ready:
             raise ApiError("unavailable", "no warm worker")
 
-    def submit(self, payload: dict, *, record: bool) -> str:
+    def submit(self, payload: dict, *, record: bool, trace: bool = False) -> str:
         self.submitted.append(payload)
         return "job-1"
 

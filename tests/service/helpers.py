@@ -146,7 +146,7 @@ class Launcher:
         port = free_port()
         process = self._start("api", [str(BIN / "laya-api")], {
             "LAYA_REDIS_URL": service.redis_url, "LAYA_HOST": "127.0.0.1", "LAYA_PORT": str(port),
-            "LAYA_API_THREADS": "16", **env})
+            "LAYA_API_THREADS": "16", "LAYA_TRACE": "1", **env})
         service.base_url = f"http://127.0.0.1:{port}"
         service.processes.append(process)
         wait_until(lambda: _answers(service.base_url), 30, f"laya-api on port {port}")
