@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 from flask import current_app, request
 from marshmallow import ValidationError
 
 from app.errors import ApiError, first_error
 from app.schemas import BatchSchema, RequestSchema
+from worker import contract
 
 JSON_TYPE = "application/json"
 JSON_LINES_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines")
@@ -40,10 +39,10 @@ def require_content_type(*allowed: str) -> str:
 
 
 def parse_json(body: bytes, where: str = "body") -> object:
-    """:raise 400: not JSON."""
+    """:raise 400: not JSON (NaN and Infinity are not), or nested too deeply (contract.read_json)."""
     try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
+        return contract.read_json(body)
+    except ValueError as e:  # UnicodeDecodeError included
         raise ApiError("bad_request", f"{where} is not valid JSON: {e}") from None
 
 

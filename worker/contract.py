@@ -6,13 +6,16 @@ never loads torch.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 
 TASK_DECIDE = "laya.decide"
 TASK_DECIDE_BATCH = "laya.decide_batch"
 
-# The service limits: every admitted request fits workspaces sized for 16 rows x max_len tokens.
-LIMITS = {"max_questions": 16, "max_markers": 2048}
+# The service limits: every admitted request fits workspaces sized for 16 rows x max_len tokens, and its
+# JSON is read and written again (Celery message, state text) well inside Python's recursion limit.
+LIMITS = {"max_questions": 16, "max_markers": 2048, "max_json_depth": 128}
 
 # The only table that maps an error kind to an HTTP status. `laya-run` uses it too, so a request
 # gets the same status on the command line as over HTTP.
@@ -53,6 +56,40 @@ def error_body(kind: str, detail: str, *, field: str | None = None, **extra: obj
         body["field"] = field
     body.update(extra)
     return body
+
+
+def read_json(text: bytes | str) -> object:
+    """A request's JSON text as Python values, read strictly: ValueError saying why for text that is not
+    JSON, for the NaN and Infinity literals Python's json would let through (RFC 8259 has neither), and
+    for arrays and objects nested deeper than LIMITS["max_json_depth"]."""
+    limit = LIMITS["max_json_depth"]
+    too_deep = f"arrays and objects nested deeper than {limit} levels"
+    try:
+        value = json.loads(text, parse_constant=_not_json)
+    except RecursionError:
+        raise ValueError(too_deep) from None
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if raw.count(b"[") + raw.count(b"{") > limit and json_depth(raw) > limit:
+        raise ValueError(too_deep)
+    return value
+
+
+def _not_json(literal: str) -> object:
+    raise ValueError(f"{literal} is not JSON")
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_NESTING_STEP = [0] * 256
+for _opening, _closing in (b"[]", b"{}"):
+    _NESTING_STEP[_opening], _NESTING_STEP[_closing] = 1, -1
+
+
+def json_depth(text: bytes) -> int:
+    """How deep arrays and objects nest in valid JSON text, counted in C-speed passes (a Python walk of a
+    1 MB body of small arrays would hold the API's interpreter lock for a tenth of a second or more)."""
+    brackets = _JSON_STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
+    return max(itertools.accumulate(map(_NESTING_STEP.__getitem__, brackets)), default=0)
 
 
 def wire_json(obj: object) -> str:

@@ -99,6 +99,7 @@ BAD_LINES = {
     ),
     "nesting past the JSON parser's recursion limit": (b"[" * 100_000 + b"]" * 100_000, {400, 422}),
     "an integer past Python's digit limit": (b'{"state": ' + b"1" * 5000 + b', "questions": {}}', {400, 422}),
+    "a NaN literal, which JSON does not have": (b'{"state": NaN, "questions": {}}', {400}),
 }
 
 
