@@ -8,8 +8,8 @@ sync call blocks for it (BLPOP) and a job fetch reads it.
 from __future__ import annotations
 
 import json
+import secrets
 import time
-import uuid
 
 from celery import Celery
 from flask import Flask, current_app
@@ -50,7 +50,7 @@ class Dispatcher:
     def submit(self, payload: dict, *, record: bool, trace: bool = False) -> str:
         """Enqueue one request on its model's queue; `record` makes the id fetchable at /v1/jobs/<id>,
         `trace` asks the worker to store its stage times too."""
-        job_id = str(uuid.uuid4())
+        job_id = new_id()
         if record:
             self._record(job_id, {"kind": "job", "model": payload["model"]})
         headers = {contract.TRACE_MESSAGE_HEADER: True} if trace else None
@@ -92,7 +92,7 @@ class Dispatcher:
 
     def submit_batch(self, batch: dict, *, model: str, total: int) -> str:
         """Enqueue a batch ({"model", "questions", "states"} or {"requests"}) on its model's queue."""
-        batch_id = str(uuid.uuid4())
+        batch_id = new_id()
         self._record(batch_id, {"kind": "batch", "model": model, "total": total})
         self._send(contract.TASK_DECIDE_BATCH, batch, batch_id, model)
         return batch_id
@@ -156,6 +156,12 @@ class Dispatcher:
             return ("done" if envelope.get("ok") else "failed"), envelope
         running = any(w["state"] == "ready" and w.get("task") == job_id for w in self.workers())
         return ("running" if running else "queued"), None
+
+
+def new_id() -> str:
+    """A job or batch id: 128 bits from the operating system's CSPRNG, as 32 hex digits; knowing one id
+    says nothing about another, so an id is as good as a capability to read that job."""
+    return secrets.token_hex(16)
 
 
 def no_ready_reason(workers: list[dict], model: str) -> str:
