@@ -20,7 +20,6 @@ machine's load) into --output.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import statistics
@@ -28,9 +27,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 from recipe import celery_floor
+from recipe.client import Client
 from recipe.provenance import versions
 from worker import contract
 
@@ -44,34 +43,23 @@ STAGES = ("client_sent", "api_received", "api_validated", "api_ready", "api_enqu
           "client_received")
 
 
-class Client:
-    """One kept-alive HTTP connection sending REQUEST, as a caller with a session would."""
+class Sampler:
+    """One caller with a kept-alive connection, sending REQUEST and timing each answer."""
 
     def __init__(self, frontend: str, api_key: str) -> None:
-        url = urlparse(frontend)
-        self.conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
-        self.headers = {"Content-Type": "application/json", contract.TRACE_HEADER: "1",
-                        **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+        self.client = Client(frontend, api_key)
         self.body = json.dumps(REQUEST).encode()
 
     def one(self) -> dict:
         sent = time.time()
         t0 = time.perf_counter()
-        self.conn.request("POST", "/v1/systemone", body=self.body, headers=self.headers)
-        response = response_of(self.conn)
+        status, h, _ = self.client.request("POST", "/v1/systemone", self.body)
         wall_ms = (time.perf_counter() - t0) * 1000
-        h = response.headers
+        if status != 200:
+            raise RuntimeError(f"POST /v1/systemone answered {status}")
         return {"wall_ms": wall_ms, "engine_ms": float(h["x-inference-time"]), "api_total_ms": float(h["x-total-time"]),
                 "queue_ms": float(h["x-queue-time"]), "job_id": h["x-job-id"],
                 "stamps": {"client_sent": sent, "client_received": sent + wall_ms / 1000}}
-
-
-def response_of(conn: http.client.HTTPConnection) -> http.client.HTTPResponse:
-    response = conn.getresponse()
-    response.read()
-    if response.status != 200:
-        raise RuntimeError(f"POST /v1/systemone answered {response.status}")
-    return response
 
 
 def run_clients(frontend: str, api_key: str, n_clients: int, per_client: int, warmups: int) -> list[dict]:
@@ -82,7 +70,7 @@ def run_clients(frontend: str, api_key: str, n_clients: int, per_client: int, wa
 
     def client(k: int) -> None:
         try:
-            c = Client(frontend, api_key)
+            c = Sampler(frontend, api_key)
             for _ in range(warmups):
                 c.one()
             start.wait()
@@ -215,7 +203,8 @@ def format_report(report: dict) -> str:
 
 def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--frontend", default="http://127.0.0.1:8080", help="the API's base URL (default: %(default)s)")
+    p.add_argument("--frontend", default=os.environ.get("LAYA_FRONTEND", "http://127.0.0.1:8080"),
+                   help="the API's base URL (default: $LAYA_FRONTEND or %(default)s)")
     p.add_argument("--redis-url", default=os.environ.get("LAYA_REDIS_URL", ""),
                    help="the service's Redis, for stage times and the Celery floor (default: $LAYA_REDIS_URL; "
                         "without it neither is measured)")
