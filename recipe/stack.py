@@ -53,8 +53,8 @@ class Stack:
     """One Redis, the workers and one API; every process's output goes to a log file in `logs`."""
 
     def __init__(self, checkpoint: Path, logs: Path, *, aof: bool = True, heartbeat_ttl_s: int = 15,
-                 api_threads: int = 32) -> None:
-        self.checkpoint, self.logs, self.aof = Path(checkpoint), Path(logs), aof
+                 api_threads: int = 32, worker_env: dict[str, str] | None = None) -> None:
+        self.checkpoint, self.logs, self.aof, self.worker_env = Path(checkpoint), Path(logs), aof, worker_env or {}
         self.heartbeat_ttl_s, self.api_threads = heartbeat_ttl_s, api_threads
         self.logs.mkdir(parents=True, exist_ok=True)
         self.redis_port, self.api_port = free_port(), free_port()
@@ -96,7 +96,7 @@ class Stack:
         worker = self._start("worker", [command("laya-worker"), "--loglevel", "warning"], {
             "LAYA_REDIS_URL": self.redis_url, "LAYA_CHECKPOINT": str(self.checkpoint),
             "LAYA_EXECUTOR": os.environ.get("LAYA_EXECUTOR", "auto"),
-            "LAYA_HEARTBEAT_TTL_S": str(self.heartbeat_ttl_s), **env})
+            "LAYA_HEARTBEAT_TTL_S": str(self.heartbeat_ttl_s), **self.worker_env, **env})
         self.workers.append(worker)
         return worker
 
@@ -133,6 +133,15 @@ class Stack:
             return self.health() == 200
 
         wait_until(healthy, timeout_s, "/health to answer 200", interval_s=0.1)
+
+    def wait_ready(self, worker: subprocess.Popen, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Until `worker` itself reports ready (a dead worker's record says ready until it expires)."""
+        def ready() -> bool:
+            if worker.poll() is not None:
+                raise RuntimeError(f"the worker exited with status {worker.returncode}; see {self.logs}")
+            return any(w.get("pid") == worker.pid for w in self.ready_workers())
+
+        wait_until(ready, timeout_s, f"worker {worker.pid} to be warm", interval_s=0.1)
 
     def ready_workers(self) -> list[dict]:
         from redis import Redis
