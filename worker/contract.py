@@ -60,12 +60,13 @@ def error_body(kind: str, detail: str, *, field: str | None = None, **extra: obj
 
 def read_json(text: bytes | str) -> object:
     """A request's JSON text as Python values, read strictly: ValueError saying why for text that is not
-    JSON, for the NaN and Infinity literals Python's json would let through (RFC 8259 has neither), and
-    for arrays and objects nested deeper than LIMITS["max_json_depth"]."""
+    JSON (bytes: not UTF-8 JSON), for the NaN and Infinity literals Python's json would let through
+    (RFC 8259 has neither), and for arrays and objects nested deeper than LIMITS["max_json_depth"]."""
     limit = LIMITS["max_json_depth"]
     too_deep = f"arrays and objects nested deeper than {limit} levels"
     try:
-        value = json.loads(text, parse_constant=_not_json)
+        # UTF-8 only (RFC 8259 8.1), where json.loads would also read UTF-16 and UTF-32 bytes
+        value = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text, parse_constant=_not_json)
     except RecursionError:
         raise ValueError(too_deep) from None
     raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
