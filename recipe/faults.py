@@ -101,8 +101,8 @@ class Load:
 
 
 def redis_restart(stack: Stack, load: Load) -> dict:
-    t0 = time.monotonic()
     stack.stop_redis()
+    t0 = time.monotonic()  # once redis-server has exited
     time.sleep(REDIS_DOWN_S)
     down = load.health_between(t0, time.monotonic())
     stack.start_redis()
