@@ -112,6 +112,10 @@ def overlapping_tasks(redis_url: str, job_ids: list[str]) -> dict[str, int]:
             for worker, s in spans.items()}
 
 
+def save(output: Path, report: dict) -> None:
+    (output / "load.json").write_text(json.dumps({**report, "load_average": os.getloadavg()}, indent=2) + "\n")
+
+
 def main(*, checkpoint: Path, output: Path, clients: tuple[int, ...] = CLIENTS, seconds: float = SECONDS,
          workers: tuple[int, ...] = WORKERS) -> int:
     output.mkdir(parents=True, exist_ok=True)
@@ -129,13 +133,13 @@ def main(*, checkpoint: Path, output: Path, clients: tuple[int, ...] = CLIENTS, 
                 level["overlapping_tasks"] = overlapping_tasks(stack.redis_url, level.pop("job_ids"))
                 level["workers"] = n_workers
                 report["runs"].append(level)
+                save(output, report)  # a run cut short still leaves its figures
                 lat = level["latency"] or {}
                 print(f"load: {n_workers} worker(s), {n:3} clients: {level['answered']} answered, "
                       f"{level['n_failed']} failed, {level['not_byte_equal']} not byte-equal, "
                       f"{level['throughput_rps']:.1f}/s, p50 {lat.get('p50_ms', 0):.1f} ms, "
                       f"p99 {lat.get('p99_ms', 0):.1f} ms, overlaps {sum(level['overlapping_tasks'].values())}")
-    report["load_average"] = os.getloadavg()
-    (output / "load.json").write_text(json.dumps(report, indent=2) + "\n")
+    save(output, report)
     passed = all(r["n_failed"] == 0 and r["not_byte_equal"] == 0 and not any(r["overlapping_tasks"].values())
                  for r in report["runs"])
     print(f"load: {'passed' if passed else 'FAILED'}; every figure in {output / 'load.json'}")
