@@ -131,8 +131,9 @@ class Dispatcher:
     def _send(self, task: str, argument: dict, job_id: str, model: str, headers: dict | None = None) -> None:
         """Enqueue `task(argument)` as `job_id`; if that fails, no record is left claiming a queued job."""
         try:
+            # argsrepr: Celery would otherwise render the payload into the message, and the worker's log lines
             self.celery.send_task(task, args=[argument], task_id=job_id, queue=contract.queue_name(model),
-                                  headers=headers)
+                                  headers=headers, argsrepr="(payload)")
         except Exception:
             self.redis.delete(contract.job_key(job_id))
             raise
