@@ -10,6 +10,8 @@ timeout 10 s) and keeps a load generator running the whole time: callers alterna
     api-restart         the API stopped (SIGTERM) and started again
     executor-failure    a worker whose executor fails (LAYA_TEST_FAIL_AFTER=0, or LAYA_TEST_FAULT=cuda on
                         a GPU: a real CUDA error): one 500, health 503, 200 again once a fresh worker is warm
+    tampered-checkpoint (not by default: only the cuda executor has hashes to check) a worker given the
+                        checkpoint with one changed byte refuses to start, naming the file
 
 Counts jobs accepted (202) and answered, lost (accepted, never answered: must be 0), answers stored
 twice, wrong answers (not equal to the same request answered alone), and what sync callers saw.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -40,8 +43,11 @@ FAULTS = ("redis-restart", "worker-kill", "api-restart", "executor-failure")
 HEARTBEAT_TTL_S, SYNC_TIMEOUT_S = 3, 10
 CALLERS = 4
 REDIS_DOWN_S = 3.0
-KILL_TARGETS = ("request", "batch", "request")  # what the worker holds when it is killed, kill after kill
+KILL_TARGETS = ("request", "batch", "request")
+KILL_TRIES = 5  # what the worker holds when it is killed, kill after kill
 SETTLE_S = 300  # how long every accepted job gets to be answered once the faults are over
+TAMPERED = "tokenizer/tokenizer_config.json"  # small: the tampered copy links every other artifact
+START_TIMEOUT_S = 120
 BATCH_STATES = 120  # a batch that runs for seconds, in chunks of 8 (LAYA_BATCH_CHUNK)
 
 
@@ -117,28 +123,48 @@ def worker_kill(stack: Stack, load: Load) -> dict:
 
     redis, client, kills, batch_id = Redis.from_url(stack.redis_url), Client(stack.frontend, trace=False), [], None
     states = [f"batch state {i}: " + "my card was charged twice " * (5 + i % 7) for i in range(BATCH_STATES)]
+
+    def held() -> dict[bytes, str]:
+        """kombu's unacknowledged messages: delivery tag -> task id."""
+        return {tag: json.loads(raw)[0]["headers"]["id"] for tag, raw in redis.hgetall(Channel.unacked_key).items()}
+
+    def batch_done() -> int:
+        return json.loads(client.request("GET", f"/v1/batches/{batch_id}")[2])["done"]
+
+    def pending(task_ids: set[str]) -> bool:
+        """Some of `task_ids` is still queued or taken and unacknowledged."""
+        queued = {json.loads(m)["headers"]["id"] for m in redis.lrange(contract.queue_name("english"), 0, -1)}
+        return bool(task_ids & (queued | set(held().values())))
+
     for n, target in enumerate(KILL_TARGETS, start=1):
         if target == "batch":
             status, _, body = client.request("POST", "/v1/batches", json.dumps(
                 {"states": states, "questions": REQUESTS[1]["questions"]}).encode())
             assert status == 202, body
             batch_id = json.loads(body)["id"]
-
-        def holding(target=target, batch_id=batch_id) -> dict | None:
-            return next((w for w in stack.ready_workers() if w.get("task") and (w["task"] == batch_id) ==
-                         (target == "batch")), None)
-
-        record = wait_until(holding, 60, f"the worker to hold a {target}")
-        worker = next(w for w in stack.workers if w.pid == record["pid"])
+            wait_until(lambda: 0 < batch_done() < BATCH_STATES, 120, "the batch to be under way")
+        worker, done_at_kill = next(w for w in stack.workers if w.poll() is None), None
+        for _ in range(KILL_TRIES):  # until the kill finds a task in hand (between two, it is retried)
+            wait_until(lambda t=target, b=batch_id: any((i == b) == (t == "batch") for i in held().values()), 60,
+                       f"the worker to hold a {target}")
+            done_at_kill = batch_done() if target == "batch" else None
+            stop(worker, signal.SIGKILL)
+            orphans = held()  # nobody acknowledges anything now: what the dead worker held
+            if any((i == batch_id) == (target == "batch") for i in orphans.values()):
+                break
+            worker = stack.start_worker()
+            stack.wait_ready(worker)
         t0 = time.monotonic()
-        stop(worker, signal.SIGKILL)
         fresh = stack.start_worker()
         stack.wait_ready(fresh)
         warm = time.monotonic()
-        # finished: its message has left kombu's unacknowledged set (redelivered, run, acknowledged)
-        wait_until(lambda r=record: not redis.hexists(Channel.unacked_key, r["delivery_tag"]), 120,
-                   f"task {record['task']} to be redelivered and finished")
-        kills.append({"kill": n, "held": target, "fresh_worker_warm_after_kill_s": warm - t0,
+        # redelivered: back on the queue (same delivery tag); finished: run and acknowledged
+        wait_until(lambda o=orphans: not any(redis.hexists(Channel.unacked_key, tag) for tag in o)
+                   or set(o.values()) - set(held().values()), 120, "the killed worker's task to be redelivered")
+        redelivered = time.monotonic()
+        wait_until(lambda o=orphans: not pending(set(o.values())), 300, "the killed worker's task to finish")
+        kills.append({"kill": n, "held": target, "batch_done_at_kill": done_at_kill,
+                      "fresh_worker_warm_after_kill_s": warm - t0, "redelivered_after_warm_s": redelivered - warm,
                       "finished_after_warm_s": time.monotonic() - warm})
     batch = wait_until(lambda: (b := json.loads(client.request("GET", f"/v1/batches/{batch_id}")[2]))["status"]
                        == "done" and b, 300, "the batch to finish")
@@ -184,8 +210,40 @@ def failed_record(stack: Stack):
     return lambda: any(w["state"] == "failed" for w in contract.read_workers(redis))
 
 
+def tampered_checkpoint(stack: Stack, load: Load) -> dict:
+    """A worker given the checkpoint with one byte changed in one artifact must refuse to start, naming it.
+
+    Only the cuda executor has recorded hashes to compare with (the bundle's manifest); the reference
+    executor has none, so this fault is for LAYA_EXECUTOR=cuda with LAYA_CUDA_BUNDLE set.
+    """
+    tampered = stack.logs / "tampered-checkpoint"
+    shutil.rmtree(tampered, ignore_errors=True)
+    for path in stack.checkpoint.rglob("*"):  # links to every file but the one changed
+        target = tampered / path.relative_to(stack.checkpoint)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        elif path.relative_to(stack.checkpoint).as_posix() != TAMPERED:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(path.resolve())
+    data = bytearray((stack.checkpoint / TAMPERED).read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (tampered / TAMPERED).write_bytes(bytes(data))
+    worker = stack.start_worker(LAYA_CHECKPOINT=str(tampered))
+
+    def settled() -> str | None:
+        if worker.poll() is not None:
+            return "exited"
+        return "served" if any(w.get("pid") == worker.pid for w in stack.ready_workers()) else None
+
+    outcome = wait_until(settled, START_TIMEOUT_S, "the worker on the tampered checkpoint to exit or serve")
+    stop(worker)
+    log = "\n".join(p.read_text(errors="replace") for p in stack.logs.glob("*-worker.log"))
+    return {"file": TAMPERED, "outcome": outcome, "worker_status": worker.returncode,
+            "refused": outcome == "exited" and worker.returncode != 0, "named": TAMPERED in log}
+
+
 RUN = {"redis-restart": redis_restart, "worker-kill": worker_kill, "api-restart": api_restart,
-       "executor-failure": executor_failure}
+       "executor-failure": executor_failure, "tampered-checkpoint": tampered_checkpoint}
 
 
 def answer_alone(client: Client, payload: dict) -> dict:
@@ -251,9 +309,10 @@ def main(*, checkpoint: Path, output: Path, faults: tuple[str, ...] = FAULTS) ->
                           "longest_s": max((s.get("seconds", 0) for s in load.sync), default=0)}
         report["submit_statuses"] = dict(load.submit_statuses)
     j, s = report["jobs"], report["sync"]
+    tampered = report["faults"].get("tampered-checkpoint", {"refused": True, "named": True})
     passed = (j["lost"] == 0 and j["wrong"] == 0 and s["wrong"] == 0
               and set(s["statuses"]) <= {"200", "500", "503", "504", "refused"}
-              and s["longest_s"] < SYNC_TIMEOUT_S + 30)
+              and s["longest_s"] < SYNC_TIMEOUT_S + 30 and tampered["refused"] and tampered["named"])
     report["passed"] = passed
     (output / "faults.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"faults: jobs {j}; sync {s}; {'passed' if passed else 'FAILED'}; in {output / 'faults.json'}")

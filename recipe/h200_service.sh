@@ -8,7 +8,8 @@
 #                                   times per sample, the bare Celery floor per pool (recipe/http_overhead.py)
 #   OUT/load/load.json              issue 10: 1, 8, 32, 128 clients, one worker then two (recipe/load.py)
 #   OUT/gpu-fault/faults.json       issue 10: an executor failure under load, with a real CUDA error
-#                                   (LAYA_TEST_FAULT=cuda) when torch sees a GPU (recipe/faults.py)
+#                                   (LAYA_TEST_FAULT=cuda) when torch sees a GPU, and with LAYA_EXECUTOR=cuda
+#                                   a checkpoint with one changed byte refused (recipe/faults.py)
 # PYTHON overrides the interpreter (default python3). Exit status: the first step that failed, else 0.
 set -uo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then sed -n 2,13p "$0"; exit 0; fi
@@ -32,7 +33,9 @@ step http-overhead 120 "$py" -m recipe.stack --checkpoint "$ckpt" --logs "$out/h
 step load 120 "$py" -m recipe.load --checkpoint "$ckpt" --output "$out/load" --seconds 4
 fault=raise
 "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && fault=cuda
+faults=executor-failure
+[ "${LAYA_EXECUTOR:-}" = cuda ] && faults=executor-failure,tampered-checkpoint  # the bundle records the hashes
 LAYA_TEST_FAULT=$fault step gpu-fault 100 "$py" -m recipe.faults --checkpoint "$ckpt" --output "$out/gpu-fault" \
-  --faults executor-failure
+  --faults "$faults"
 echo "h200_service: done (status $status); everything is in $out" >&2
 exit "$status"
