@@ -21,7 +21,6 @@ ENV = {
     "result_ttl_s": ("LAYA_RESULT_TTL_S", contract.DEFAULT_RESULT_TTL_S, "how long results stay fetchable"),
     "visibility_timeout_s": ("LAYA_VISIBILITY_TIMEOUT_S", contract.DEFAULT_VISIBILITY_TIMEOUT_S,
                              "an unacknowledged task is redelivered after this long; exceed the longest batch"),
-    "startup_timeout_s": ("LAYA_WORKER_STARTUP_TIMEOUT_S", 600, "longest load + warmup before the worker gives up"),
     "batch_chunk": ("LAYA_BATCH_CHUNK", 64, "states scored between two progress updates of a batch"),
     "fail_after": ("LAYA_TEST_FAIL_AFTER", -1,
                    "tests only: the executor fails on every forward after this many post-warmup ones (-1: never)"),
@@ -41,7 +40,6 @@ class WorkerSettings:
     heartbeat_ttl_s: int
     result_ttl_s: int
     visibility_timeout_s: int
-    startup_timeout_s: int
     batch_chunk: int
     fail_after: int
     fault: str
