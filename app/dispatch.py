@@ -65,8 +65,11 @@ class Dispatcher:
         reply = self.waiter.blpop([contract.result_key(job_id)], timeout=timeout_s)
         if reply is None:
             self._record(job_id, {"kind": "job", "model": model})
-            raise ApiError("timeout", f"no answer within {timeout_s:g} s; the job goes on: fetch it from "
-                           f"/v1/jobs/{job_id}", id=job_id)
+            raise ApiError(
+                "timeout",
+                f"no answer within {timeout_s:g} s; the job goes on: fetch it from /v1/jobs/{job_id}",
+                id=job_id,
+            )
         envelope = json.loads(reply[1])
         if envelope.get("error") == "executor_failure":
             self._ready_until.pop(model, None)
@@ -110,8 +113,14 @@ class Dispatcher:
         status, envelope = self._status(batch_id, result)
         if status == "queued" and done:
             status = "running"  # a redelivered batch resumes where it stopped
-        body = {"id": batch_id, "status": status, "done": done, "total": record["total"], "offset": offset,
-                "results": [json.loads(r) for r in page]}
+        body = {
+            "id": batch_id,
+            "status": status,
+            "done": done,
+            "total": record["total"],
+            "offset": offset,
+            "results": [json.loads(r) for r in page],
+        }
         if envelope is not None and not envelope.get("ok"):
             body["error"] = from_envelope(envelope).to_dict()
         if offset + limit < record["total"]:
@@ -132,22 +141,30 @@ class Dispatcher:
         """Enqueue `task(argument)` as `job_id`; if that fails, no record is left claiming a queued job."""
         try:
             # argsrepr: Celery would otherwise render the payload into the message, and the worker's log lines
-            self.celery.send_task(task, args=[argument], task_id=job_id, queue=contract.queue_name(model),
-                                  headers=headers, argsrepr="(payload)")
+            self.celery.send_task(
+                task,
+                args=[argument],
+                task_id=job_id,
+                queue=contract.queue_name(model),
+                headers=headers,
+                argsrepr="(payload)",
+            )
         except Exception:
             self.redis.delete(contract.job_key(job_id))
             raise
 
     def _record(self, job_id: str, record: dict) -> None:
-        self.redis.set(contract.job_key(job_id), json.dumps({**record, "created_at": time.time()}),
-                       ex=self.result_ttl_s)
+        self.redis.set(
+            contract.job_key(job_id), json.dumps({**record, "created_at": time.time()}), ex=self.result_ttl_s
+        )
 
     def _check_record(self, job_id: str, raw: bytes | None, kind: str) -> dict:
         """The job's record. :raise 404: none of this kind (unknown id, or expired)."""
         record = json.loads(raw) if raw is not None else None
         if record is None or record["kind"] != kind:
-            raise ApiError("not_found", f"no {kind} with id {job_id!r} (unknown, or expired after "
-                           f"{self.result_ttl_s} s)")
+            raise ApiError(
+                "not_found", f"no {kind} with id {job_id!r} (unknown, or expired after {self.result_ttl_s} s)"
+            )
         return record
 
     def _status(self, job_id: str, result: bytes | None) -> tuple[str, dict | None]:
@@ -177,10 +194,16 @@ def init_app(app: Flask, celery: Celery) -> None:
 
     url, threads = app.config["REDIS_URL"], app.config["API_THREADS"]
     # each gunicorn thread holds at most one connection of each client at a time (redis-py's pool stops at 100)
-    redis = Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30,
-                           max_connections=threads + 8)
-    waiter = Redis.from_url(url, socket_connect_timeout=5, socket_timeout=app.config["SYNC_TIMEOUT_S"] + 30,
-                            health_check_interval=30, max_connections=threads + 8)
+    redis = Redis.from_url(
+        url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30, max_connections=threads + 8
+    )
+    waiter = Redis.from_url(
+        url,
+        socket_connect_timeout=5,
+        socket_timeout=app.config["SYNC_TIMEOUT_S"] + 30,
+        health_check_interval=30,
+        max_connections=threads + 8,
+    )
     app.extensions["laya"] = Dispatcher(celery, redis, waiter, result_ttl_s=app.config["RESULT_TTL_S"])
 
 

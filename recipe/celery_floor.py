@@ -50,10 +50,31 @@ def measure(redis_url: str, pool: str, *, warmups: int = WARMUPS, samples: int =
     with client.connection_for_write() as conn:
         conn.default_channel.queue_purge(QUEUE)
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "recipe.celery_floor", "worker", "--pool", pool, "--concurrency", "1",
-         "--queues", QUEUE, "--hostname", f"floor-{pool}.{os.getpid()}@%h", "--without-gossip", "--without-mingle",
-         "--without-heartbeat", "--loglevel", "warning"],
-        env={**os.environ, "LAYA_REDIS_URL": redis_url}, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "recipe.celery_floor",
+            "worker",
+            "--pool",
+            pool,
+            "--concurrency",
+            "1",
+            "--queues",
+            QUEUE,
+            "--hostname",
+            f"floor-{pool}.{os.getpid()}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel",
+            "warning",
+        ],
+        env={**os.environ, "LAYA_REDIS_URL": redis_url},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     try:
         client.send_task(TASK, queue=QUEUE).get(timeout=START_TIMEOUT_S)  # the worker is up
         for _ in range(warmups):
@@ -71,8 +92,11 @@ def measure(redis_url: str, pool: str, *, warmups: int = WARMUPS, samples: int =
 
 def percentiles(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
-    return {"p50_ms": statistics.median(ordered), "p90_ms": ordered[int(0.9 * (len(ordered) - 1))],
-            "p99_ms": ordered[int(0.99 * (len(ordered) - 1))]}
+    return {
+        "p50_ms": statistics.median(ordered),
+        "p90_ms": ordered[int(0.9 * (len(ordered) - 1))],
+        "p99_ms": ordered[int(0.99 * (len(ordered) - 1))],
+    }
 
 
 def main(*, redis_url: str, output: Path, pools: tuple[str, ...] = POOLS, samples: int = SAMPLES) -> int:
@@ -80,8 +104,14 @@ def main(*, redis_url: str, output: Path, pools: tuple[str, ...] = POOLS, sample
 
     floor = {pool: measure(redis_url, pool, samples=samples) for pool in pools}
     output.mkdir(parents=True, exist_ok=True)
-    report = {"command": sys.argv, "warmups": WARMUPS, "floor": floor, "load_average": os.getloadavg(),
-              "cpus": os.cpu_count(), "versions": versions(("celery", "kombu", "redis", "billiard"))}
+    report = {
+        "command": sys.argv,
+        "warmups": WARMUPS,
+        "floor": floor,
+        "load_average": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "versions": versions(("celery", "kombu", "redis", "billiard")),
+    }
     (output / "floor.json").write_text(json.dumps(report, indent=2) + "\n")
     for pool, f in floor.items():
         print(f"celery_floor: {pool:8} p50 {f['p50_ms']:.2f} ms  p90 {f['p90_ms']:.2f}  p99 {f['p99_ms']:.2f}")
@@ -90,14 +120,16 @@ def main(*, redis_url: str, output: Path, pools: tuple[str, ...] = POOLS, sample
 
 def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--redis-url", default=os.environ.get("LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL),
-                   help="Redis to measure through (default: $LAYA_REDIS_URL or %(default)s)")
+    p.add_argument(
+        "--redis-url",
+        default=os.environ.get("LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL),
+        help="Redis to measure through (default: $LAYA_REDIS_URL or %(default)s)",
+    )
     p.add_argument("--pools", default=",".join(POOLS), help="comma-separated worker pools (default: %(default)s)")
     p.add_argument("--samples", type=int, default=SAMPLES, help="measured round trips per pool (default: %(default)s)")
     p.add_argument("--output", type=Path, required=True, help="directory for floor.json")
     args = p.parse_args(argv)
-    return main(redis_url=args.redis_url, output=args.output, pools=tuple(args.pools.split(",")),
-                samples=args.samples)
+    return main(redis_url=args.redis_url, output=args.output, pools=tuple(args.pools.split(",")), samples=args.samples)
 
 
 if __name__ == "__main__":

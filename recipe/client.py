@@ -12,15 +12,18 @@ class Client:
     def __init__(self, frontend: str, api_key: str = "", *, timeout_s: float = 120, trace: bool = True) -> None:
         url = urlparse(frontend)
         self.host, self.port, self.timeout_s = url.hostname, url.port or 80, timeout_s
-        self.headers = {**({"Authorization": f"Bearer {api_key}"} if api_key else {}),
-                        **({contract.TRACE_HEADER: "1"} if trace else {})}
+        self.headers = {
+            **({"Authorization": f"Bearer {api_key}"} if api_key else {}),
+            **({contract.TRACE_HEADER: "1"} if trace else {}),
+        }
         self.conn = self._connect()
 
     def _connect(self) -> http.client.HTTPConnection:
         return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
 
-    def request(self, method: str, path: str, body: bytes | None = None,
-                content_type: str = "application/json") -> tuple[int, dict[str, str], bytes]:
+    def request(
+        self, method: str, path: str, body: bytes | None = None, content_type: str = "application/json"
+    ) -> tuple[int, dict[str, str], bytes]:
         """(status, headers, body); a connection the server closed is opened again once."""
         headers = {**self.headers, **({"Content-Type": content_type} if body is not None else {})}
         for attempt in (1, 2):

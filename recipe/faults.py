@@ -88,9 +88,15 @@ class Load:
                 else:
                     t0 = time.monotonic()
                     status, _, answer = client.request("POST", "/v1/systemone", body)
-                    self.sync.append({"status": status, "seconds": time.monotonic() - t0,
-                                      "equal": answer == self.expected[i] if status == 200 else None,
-                                      "id": json.loads(answer).get("id") if status == 504 else None, "request": i})
+                    self.sync.append(
+                        {
+                            "status": status,
+                            "seconds": time.monotonic() - t0,
+                            "equal": answer == self.expected[i] if status == 200 else None,
+                            "id": json.loads(answer).get("id") if status == 504 else None,
+                            "request": i,
+                        }
+                    )
             except OSError as e:  # refused while the API restarts
                 status = "refused" if isinstance(e, ConnectionRefusedError) else type(e).__name__
                 self.sync.append({"status": status, "request": i})
@@ -113,8 +119,11 @@ def redis_restart(stack: Stack, load: Load) -> dict:
     down = load.health_between(t0, time.monotonic())
     stack.start_redis()
     stack.wait_healthy()
-    return {"down_s": REDIS_DOWN_S, "health_while_down": dict(down),
-            "recovered_s": time.monotonic() - t0 - REDIS_DOWN_S}
+    return {
+        "down_s": REDIS_DOWN_S,
+        "health_while_down": dict(down),
+        "recovered_s": time.monotonic() - t0 - REDIS_DOWN_S,
+    }
 
 
 def worker_kill(stack: Stack, load: Load) -> dict:
@@ -138,15 +147,19 @@ def worker_kill(stack: Stack, load: Load) -> dict:
 
     for n, target in enumerate(KILL_TARGETS, start=1):
         if target == "batch":
-            status, _, body = client.request("POST", "/v1/batches", json.dumps(
-                {"states": states, "questions": REQUESTS[1]["questions"]}).encode())
+            status, _, body = client.request(
+                "POST", "/v1/batches", json.dumps({"states": states, "questions": REQUESTS[1]["questions"]}).encode()
+            )
             assert status == 202, body
             batch_id = json.loads(body)["id"]
             wait_until(lambda: 0 < batch_done() < BATCH_STATES, 120, "the batch to be under way")
         worker, done_at_kill = next(w for w in stack.workers if w.poll() is None), None
         for _ in range(KILL_TRIES):  # until the kill finds a task in hand (between two, it is retried)
-            wait_until(lambda t=target, b=batch_id: any((i == b) == (t == "batch") for i in held().values()), 60,
-                       f"the worker to hold a {target}")
+            wait_until(
+                lambda t=target, b=batch_id: any((i == b) == (t == "batch") for i in held().values()),
+                60,
+                f"the worker to hold a {target}",
+            )
             done_at_kill = batch_done() if target == "batch" else None
             stop(worker, signal.SIGKILL)
             orphans = held()  # nobody acknowledges anything now: what the dead worker held
@@ -159,19 +172,40 @@ def worker_kill(stack: Stack, load: Load) -> dict:
         stack.wait_ready(fresh)
         warm = time.monotonic()
         # redelivered: back on the queue (same delivery tag); finished: run and acknowledged
-        wait_until(lambda o=orphans: not any(redis.hexists(Channel.unacked_key, tag) for tag in o)
-                   or set(o.values()) - set(held().values()), 120, "the killed worker's task to be redelivered")
+        wait_until(
+            lambda o=orphans: (
+                not any(redis.hexists(Channel.unacked_key, tag) for tag in o) or set(o.values()) - set(held().values())
+            ),
+            120,
+            "the killed worker's task to be redelivered",
+        )
         redelivered = time.monotonic()
         wait_until(lambda o=orphans: not pending(set(o.values())), 300, "the killed worker's task to finish")
-        kills.append({"kill": n, "held": target, "batch_done_at_kill": done_at_kill,
-                      "fresh_worker_warm_after_kill_s": warm - t0, "redelivered_after_warm_s": redelivered - warm,
-                      "finished_after_warm_s": time.monotonic() - warm})
-    batch = wait_until(lambda: (b := json.loads(client.request("GET", f"/v1/batches/{batch_id}")[2]))["status"]
-                       == "done" and b, 300, "the batch to finish")
+        kills.append(
+            {
+                "kill": n,
+                "held": target,
+                "batch_done_at_kill": done_at_kill,
+                "fresh_worker_warm_after_kill_s": warm - t0,
+                "redelivered_after_warm_s": redelivered - warm,
+                "finished_after_warm_s": time.monotonic() - warm,
+            }
+        )
+    batch = wait_until(
+        lambda: (b := json.loads(client.request("GET", f"/v1/batches/{batch_id}")[2]))["status"] == "done" and b,
+        300,
+        "the batch to finish",
+    )
     alone = [answer_alone(client, {"state": s, "questions": REQUESTS[1]["questions"]}) for s in states]
-    return {"kills": kills, "batch": {"total": batch["total"], "done": batch["done"], "results": len(batch["results"]),
-                                      "in_order_each_once": all(same(r, a) for r, a in zip(batch["results"], alone,
-                                                                                             strict=True))}}
+    return {
+        "kills": kills,
+        "batch": {
+            "total": batch["total"],
+            "done": batch["done"],
+            "results": len(batch["results"]),
+            "in_order_each_once": all(same(r, a) for r, a in zip(batch["results"], alone, strict=True)),
+        },
+    }
 
 
 def api_restart(stack: Stack, load: Load) -> dict:
@@ -182,8 +216,7 @@ def api_restart(stack: Stack, load: Load) -> dict:
     stack.wait_healthy()
     client = Client(stack.frontend, trace=False)
     fetchable = sum(client.request("GET", f"/v1/jobs/{job_id}")[0] == 200 for job_id, _ in accepted_before)
-    return {"restarted_in_s": time.monotonic() - t0, "jobs_before": len(accepted_before),
-            "fetchable_after": fetchable}
+    return {"restarted_in_s": time.monotonic() - t0, "jobs_before": len(accepted_before), "fetchable_after": fetchable}
 
 
 def executor_failure(stack: Stack, load: Load) -> dict:
@@ -198,9 +231,13 @@ def executor_failure(stack: Stack, load: Load) -> dict:
     unhealthy_after = time.monotonic() - failed_at
     wait_until(lambda: failing.poll() is not None, 60, "the failed worker to exit")
     stack.wait_ready(stack.start_worker())
-    return {"kind": "cuda" if fault else "injected", "failing_worker_status": failing.returncode,
-            "health_503_within_s": unhealthy_after, "healthy_again_after_s": time.monotonic() - failed_at,
-            "sync_500s": sum(s["status"] == 500 for s in load.sync)}
+    return {
+        "kind": "cuda" if fault else "injected",
+        "failing_worker_status": failing.returncode,
+        "health_503_within_s": unhealthy_after,
+        "healthy_again_after_s": time.monotonic() - failed_at,
+        "sync_500s": sum(s["status"] == 500 for s in load.sync),
+    }
 
 
 def failed_record(stack: Stack):
@@ -238,12 +275,22 @@ def tampered_checkpoint(stack: Stack, load: Load) -> dict:
     outcome = wait_until(settled, START_TIMEOUT_S, "the worker on the tampered checkpoint to exit or serve")
     stop(worker)
     log = "\n".join(p.read_text(errors="replace") for p in stack.logs.glob("*-worker.log"))
-    return {"file": TAMPERED, "outcome": outcome, "worker_status": worker.returncode,
-            "refused": outcome == "exited" and worker.returncode != 0, "named": TAMPERED in log}
+    return {
+        "file": TAMPERED,
+        "outcome": outcome,
+        "worker_status": worker.returncode,
+        "refused": outcome == "exited" and worker.returncode != 0,
+        "named": TAMPERED in log,
+    }
 
 
-RUN = {"redis-restart": redis_restart, "worker-kill": worker_kill, "api-restart": api_restart,
-       "executor-failure": executor_failure, "tampered-checkpoint": tampered_checkpoint}
+RUN = {
+    "redis-restart": redis_restart,
+    "worker-kill": worker_kill,
+    "api-restart": api_restart,
+    "executor-failure": executor_failure,
+    "tampered-checkpoint": tampered_checkpoint,
+}
 
 
 def answer_alone(client: Client, payload: dict) -> dict:
@@ -280,18 +327,26 @@ def settle(stack: Stack, load: Load, expected: list[bytes]) -> dict:
     except TimeoutError:
         found = [json.loads(client.request("GET", f"/v1/jobs/{job_id}")[2]) for job_id, _ in jobs]
     done = [(f, i) for f, (_, i) in zip(found, jobs, strict=True) if f.get("status") in ("done", "failed")]
-    return {"accepted": len(jobs), "answered": len(done), "lost": len(jobs) - len(done),
-            "failed": sum(f["status"] == "failed" for f, _ in done),
-            "wrong": sum(f["status"] == "done" and f["result"] != json.loads(expected[i]) for f, i in done),
-            "stored_twice": sum(redis.llen(contract.result_key(job_id)) > 1 for job_id, _ in jobs)}
+    return {
+        "accepted": len(jobs),
+        "answered": len(done),
+        "lost": len(jobs) - len(done),
+        "failed": sum(f["status"] == "failed" for f, _ in done),
+        "wrong": sum(f["status"] == "done" and f["result"] != json.loads(expected[i]) for f, i in done),
+        "stored_twice": sum(redis.llen(contract.result_key(job_id)) > 1 for job_id, _ in jobs),
+    }
 
 
 def main(*, checkpoint: Path, output: Path, faults: tuple[str, ...] = FAULTS) -> int:
     output.mkdir(parents=True, exist_ok=True)
-    report: dict = {"command": sys.argv, "faults": {},
-                    "versions": versions(("laya-service", "celery", "kombu", "redis"))}
-    with Stack(checkpoint, output / "logs", heartbeat_ttl_s=HEARTBEAT_TTL_S,
-               worker_env={"LAYA_BATCH_CHUNK": "8"}) as stack:
+    report: dict = {
+        "command": sys.argv,
+        "faults": {},
+        "versions": versions(("laya-service", "celery", "kombu", "redis")),
+    }
+    with Stack(
+        checkpoint, output / "logs", heartbeat_ttl_s=HEARTBEAT_TTL_S, worker_env={"LAYA_BATCH_CHUNK": "8"}
+    ) as stack:
         stack.start_redis()
         stack.start_worker()
         stack.start_api(LAYA_SYNC_TIMEOUT_S=str(SYNC_TIMEOUT_S))
@@ -304,15 +359,24 @@ def main(*, checkpoint: Path, output: Path, faults: tuple[str, ...] = FAULTS) ->
                 print(f"faults: {name}: {report['faults'][name]}")
             time.sleep(1)
         report["jobs"] = settle(stack, load, expected)
-        report["sync"] = {"calls": len(load.sync), "statuses": dict(Counter(str(s["status"]) for s in load.sync)),
-                          "wrong": sum(s.get("equal") is False for s in load.sync),
-                          "longest_s": max((s.get("seconds", 0) for s in load.sync), default=0)}
+        report["sync"] = {
+            "calls": len(load.sync),
+            "statuses": dict(Counter(str(s["status"]) for s in load.sync)),
+            "wrong": sum(s.get("equal") is False for s in load.sync),
+            "longest_s": max((s.get("seconds", 0) for s in load.sync), default=0),
+        }
         report["submit_statuses"] = dict(load.submit_statuses)
     j, s = report["jobs"], report["sync"]
     tampered = report["faults"].get("tampered-checkpoint", {"refused": True, "named": True})
-    passed = (j["lost"] == 0 and j["wrong"] == 0 and s["wrong"] == 0
-              and set(s["statuses"]) <= {"200", "500", "503", "504", "refused"}
-              and s["longest_s"] < SYNC_TIMEOUT_S + 30 and tampered["refused"] and tampered["named"])
+    passed = (
+        j["lost"] == 0
+        and j["wrong"] == 0
+        and s["wrong"] == 0
+        and set(s["statuses"]) <= {"200", "500", "503", "504", "refused"}
+        and s["longest_s"] < SYNC_TIMEOUT_S + 30
+        and tampered["refused"]
+        and tampered["named"]
+    )
     report["passed"] = passed
     (output / "faults.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"faults: jobs {j}; sync {s}; {'passed' if passed else 'FAILED'}; in {output / 'faults.json'}")

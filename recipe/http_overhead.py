@@ -33,14 +33,29 @@ from recipe.client import Client
 from recipe.provenance import versions
 from worker import contract
 
-REQUEST = {"model": "english", "state": "Please refund the duplicate charge.",
-           "questions": {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}}}
+REQUEST = {
+    "model": "english",
+    "state": "Please refund the duplicate charge.",
+    "questions": {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}},
+}
 WARMUPS, SAMPLES, PER_CLIENT = 20, 100, 20
 CLIENTS = (1, 8, 32)
 TRACE_TRIES = 20
-STAGES = ("client_sent", "api_received", "api_validated", "api_ready", "api_enqueued", "worker_received",
-          "task_started", "engine_started", "engine_finished", "result_sent", "api_woke", "api_responded",
-          "client_received")
+STAGES = (
+    "client_sent",
+    "api_received",
+    "api_validated",
+    "api_ready",
+    "api_enqueued",
+    "worker_received",
+    "task_started",
+    "engine_started",
+    "engine_finished",
+    "result_sent",
+    "api_woke",
+    "api_responded",
+    "client_received",
+)
 
 
 class Sampler:
@@ -57,9 +72,14 @@ class Sampler:
         wall_ms = (time.perf_counter() - t0) * 1000
         if status != 200:
             raise RuntimeError(f"POST /v1/systemone answered {status}")
-        return {"wall_ms": wall_ms, "engine_ms": float(h["x-inference-time"]), "api_total_ms": float(h["x-total-time"]),
-                "queue_ms": float(h["x-queue-time"]), "job_id": h["x-job-id"],
-                "stamps": {"client_sent": sent, "client_received": sent + wall_ms / 1000}}
+        return {
+            "wall_ms": wall_ms,
+            "engine_ms": float(h["x-inference-time"]),
+            "api_total_ms": float(h["x-total-time"]),
+            "queue_ms": float(h["x-queue-time"]),
+            "job_id": h["x-job-id"],
+            "stamps": {"client_sent": sent, "client_received": sent + wall_ms / 1000},
+        }
 
 
 def run_clients(frontend: str, api_key: str, n_clients: int, per_client: int, warmups: int) -> list[dict]:
@@ -138,44 +158,68 @@ def overlapping_tasks(rows: list[dict]) -> int:
 
 def summarize(rows: list[dict], traced: bool, concurrent: bool) -> dict:
     overhead = [r["wall_ms"] - r["engine_ms"] for r in rows]
-    summary = {"samples": len(rows), "overhead": celery_floor.percentiles(overhead),
-               "engine": celery_floor.percentiles([r["engine_ms"] for r in rows]),
-               "wall": celery_floor.percentiles([r["wall_ms"] for r in rows])}
+    summary = {
+        "samples": len(rows),
+        "overhead": celery_floor.percentiles(overhead),
+        "engine": celery_floor.percentiles([r["engine_ms"] for r in rows]),
+        "wall": celery_floor.percentiles([r["wall_ms"] for r in rows]),
+    }
     if traced:
         gaps = [stage_gaps(r) for r in rows]
         summary["stages_median_ms"] = {k: statistics.median(g[k] for g in gaps) for k in gaps[0]}
         spans = sorted(worker_span(r) for r in rows)
         for r in rows:
             r["queueing_ms"] = queueing_ms(r, [s for s in spans if s != worker_span(r)])
-        summary["beyond_queueing"] = celery_floor.percentiles([o - r["queueing_ms"] for o, r in
-                                                               zip(overhead, rows, strict=True)])
+        summary["beyond_queueing"] = celery_floor.percentiles(
+            [o - r["queueing_ms"] for o, r in zip(overhead, rows, strict=True)]
+        )
         if concurrent:  # the worker is busy all along: what it spends between two tasks
             summary["worker_gap_median_ms"] = statistics.median(
-                (b[0] - a[1]) * 1000 for a, b in zip(spans, spans[1:], strict=False))
+                (b[0] - a[1]) * 1000 for a, b in zip(spans, spans[1:], strict=False)
+            )
         summary["overlapping_tasks"] = overlapping_tasks(rows)
     return summary
 
 
-def main(*, frontend: str, output: Path, redis_url: str = "", api_key: str = "", warmups: int = WARMUPS,
-         samples: int = SAMPLES, clients: tuple[int, ...] = CLIENTS, per_client: int = PER_CLIENT,
-         floor_pools: tuple[str, ...] = celery_floor.POOLS, floor_samples: int = celery_floor.SAMPLES) -> int:
+def main(
+    *,
+    frontend: str,
+    output: Path,
+    redis_url: str = "",
+    api_key: str = "",
+    warmups: int = WARMUPS,
+    samples: int = SAMPLES,
+    clients: tuple[int, ...] = CLIENTS,
+    per_client: int = PER_CLIENT,
+    floor_pools: tuple[str, ...] = celery_floor.POOLS,
+    floor_samples: int = celery_floor.SAMPLES,
+) -> int:
     levels, all_traced = {}, True
     for n in clients:
         rows = run_clients(frontend, api_key, n, samples if n == 1 else per_client, warmups)
         traced = bool(redis_url) and add_worker_stamps(rows, redis_url)
         all_traced &= traced
         levels[str(n)] = {"summary": summarize(rows, traced, concurrent=n > 1), "rows": rows}
-    floor = {pool: celery_floor.measure(redis_url, pool, samples=floor_samples) for pool in floor_pools} \
-        if redis_url else {}
+    floor = (
+        {pool: celery_floor.measure(redis_url, pool, samples=floor_samples) for pool in floor_pools}
+        if redis_url
+        else {}
+    )
     output.mkdir(parents=True, exist_ok=True)
-    report = {"command": sys.argv, "frontend": frontend, "request": REQUEST, "warmups": warmups,
-              "stages": list(STAGES) if all_traced else None,
-              "summary": {n: level["summary"] for n, level in levels.items()},
-              "celery_floor": {pool: {k: v for k, v in f.items() if k != "samples_ms"} for pool, f in floor.items()},
-              "celery_floor_samples_ms": {pool: f["samples_ms"] for pool, f in floor.items()},
-              "samples": {n: level["rows"] for n, level in levels.items()},
-              "load_average": os.getloadavg(), "cpus": os.cpu_count(),
-              "versions": versions(("laya-service", "celery", "kombu", "redis", "flask", "gunicorn"))}
+    report = {
+        "command": sys.argv,
+        "frontend": frontend,
+        "request": REQUEST,
+        "warmups": warmups,
+        "stages": list(STAGES) if all_traced else None,
+        "summary": {n: level["summary"] for n, level in levels.items()},
+        "celery_floor": {pool: {k: v for k, v in f.items() if k != "samples_ms"} for pool, f in floor.items()},
+        "celery_floor_samples_ms": {pool: f["samples_ms"] for pool, f in floor.items()},
+        "samples": {n: level["rows"] for n, level in levels.items()},
+        "load_average": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "versions": versions(("laya-service", "celery", "kombu", "redis", "flask", "gunicorn")),
+    }
     (output / "samples.json").write_text(json.dumps(report, indent=2) + "\n")
     print(format_report(report))
     print(f"http_overhead: load {os.getloadavg()[0]:.1f}; every sample in {output / 'samples.json'}")
@@ -186,8 +230,10 @@ def format_report(report: dict) -> str:
     lines = []
     for n, s in report["summary"].items():
         o, e = s["overhead"], s["engine"]
-        line = (f"{n:>3} client(s): overhead p50 {o['p50_ms']:.2f} ms  p90 {o['p90_ms']:.2f}  p99 {o['p99_ms']:.2f}"
-                f"  (engine p50 {e['p50_ms']:.2f})")
+        line = (
+            f"{n:>3} client(s): overhead p50 {o['p50_ms']:.2f} ms  p90 {o['p90_ms']:.2f}  p99 {o['p99_ms']:.2f}"
+            f"  (engine p50 {e['p50_ms']:.2f})"
+        )
         if "beyond_queueing" in s:
             line += f"; beyond queueing p50 {s['beyond_queueing']['p50_ms']:.2f}"
         if "worker_gap_median_ms" in s:
@@ -203,29 +249,58 @@ def format_report(report: dict) -> str:
 
 def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--frontend", default=os.environ.get("LAYA_FRONTEND", "http://127.0.0.1:8080"),
-                   help="the API's base URL (default: $LAYA_FRONTEND or %(default)s)")
-    p.add_argument("--redis-url", default=os.environ.get("LAYA_REDIS_URL", ""),
-                   help="the service's Redis, for stage times and the Celery floor (default: $LAYA_REDIS_URL; "
-                        "without it neither is measured)")
-    p.add_argument("--api-key", default=os.environ.get("LAYA_API_KEY", ""),
-                   help="bearer token (default: $LAYA_API_KEY)")
-    p.add_argument("--samples", type=int, default=SAMPLES,
-                   help="measured requests of the lone client (default: %(default)s)")
-    p.add_argument("--clients", default=",".join(map(str, CLIENTS)),
-                   help="comma-separated numbers of concurrent clients (default: %(default)s)")
-    p.add_argument("--per-client", type=int, default=PER_CLIENT,
-                   help="measured requests per client when there are several (default: %(default)s)")
-    p.add_argument("--floor-pools", default=",".join(celery_floor.POOLS),
-                   help="worker pools of the Celery floor, comma-separated; empty: skip it (default: %(default)s)")
-    p.add_argument("--floor-samples", type=int, default=celery_floor.SAMPLES,
-                   help="round trips per pool of the Celery floor (default: %(default)s)")
+    p.add_argument(
+        "--frontend",
+        default=os.environ.get("LAYA_FRONTEND", "http://127.0.0.1:8080"),
+        help="the API's base URL (default: $LAYA_FRONTEND or %(default)s)",
+    )
+    p.add_argument(
+        "--redis-url",
+        default=os.environ.get("LAYA_REDIS_URL", ""),
+        help="the service's Redis, for stage times and the Celery floor (default: $LAYA_REDIS_URL; "
+        "without it neither is measured)",
+    )
+    p.add_argument(
+        "--api-key", default=os.environ.get("LAYA_API_KEY", ""), help="bearer token (default: $LAYA_API_KEY)"
+    )
+    p.add_argument(
+        "--samples", type=int, default=SAMPLES, help="measured requests of the lone client (default: %(default)s)"
+    )
+    p.add_argument(
+        "--clients",
+        default=",".join(map(str, CLIENTS)),
+        help="comma-separated numbers of concurrent clients (default: %(default)s)",
+    )
+    p.add_argument(
+        "--per-client",
+        type=int,
+        default=PER_CLIENT,
+        help="measured requests per client when there are several (default: %(default)s)",
+    )
+    p.add_argument(
+        "--floor-pools",
+        default=",".join(celery_floor.POOLS),
+        help="worker pools of the Celery floor, comma-separated; empty: skip it (default: %(default)s)",
+    )
+    p.add_argument(
+        "--floor-samples",
+        type=int,
+        default=celery_floor.SAMPLES,
+        help="round trips per pool of the Celery floor (default: %(default)s)",
+    )
     p.add_argument("--output", type=Path, required=True, help="directory for samples.json")
     args = p.parse_args(argv)
-    return main(frontend=args.frontend, output=args.output, redis_url=args.redis_url, api_key=args.api_key,
-                samples=args.samples, clients=tuple(int(n) for n in args.clients.split(",")),
-                per_client=args.per_client, floor_pools=tuple(p for p in args.floor_pools.split(",") if p),
-                floor_samples=args.floor_samples)
+    return main(
+        frontend=args.frontend,
+        output=args.output,
+        redis_url=args.redis_url,
+        api_key=args.api_key,
+        samples=args.samples,
+        clients=tuple(int(n) for n in args.clients.split(",")),
+        per_client=args.per_client,
+        floor_pools=tuple(p for p in args.floor_pools.split(",") if p),
+        floor_samples=args.floor_samples,
+    )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,11 @@ QUESTIONS = {
 REQUESTS = [
     {"model": "english", "state": "Please refund the duplicate charge.", "questions": {"refund": QUESTIONS["refund"]}},
     {"model": "english", "state": {"text": "My parcel is late again", "order": 7}, "questions": QUESTIONS},
-    {"model": "english", "state": ["hello", "my card was charged twice", "café Zürich 🙂"],
-     "questions": {"topic": QUESTIONS["topic"], "refund": QUESTIONS["refund"]}},
+    {
+        "model": "english",
+        "state": ["hello", "my card was charged twice", "café Zürich 🙂"],
+        "questions": {"topic": QUESTIONS["topic"], "refund": QUESTIONS["refund"]},
+    },
     {"model": "english", "state": "word " * 300, "questions": {"anger": QUESTIONS["anger"]}},
 ]
 CLIENTS, SECONDS, WORKERS = (1, 8, 32, 128), 10.0, (1, 2)
@@ -69,8 +72,15 @@ def run_level(frontend: str, n_clients: int, seconds: float, expected: list[byte
             except OSError as e:
                 outcomes[k].append({"request": i, "error": f"{type(e).__name__}: {e}"})
                 continue
-            outcomes[k].append({"request": i, "status": status, "ms": (time.perf_counter() - t0) * 1000,
-                                "equal": body == expected[i], "job_id": headers.get("x-job-id")})
+            outcomes[k].append(
+                {
+                    "request": i,
+                    "status": status,
+                    "ms": (time.perf_counter() - t0) * 1000,
+                    "equal": body == expected[i],
+                    "job_id": headers.get("x-job-id"),
+                }
+            )
             j += 1
         client.close()
 
@@ -85,11 +95,18 @@ def run_level(frontend: str, n_clients: int, seconds: float, expected: list[byte
     elapsed = time.monotonic() - began
     rows = [o for per_client in outcomes for o in per_client]
     ok = [o for o in rows if o.get("status") == 200]
-    return {"clients": n_clients, "seconds": elapsed, "requests": len(rows), "answered": len(ok),
-            "failed": [o for o in rows if o.get("status") != 200][:20], "n_failed": len(rows) - len(ok),
-            "not_byte_equal": sum(not o["equal"] for o in ok), "throughput_rps": len(ok) / elapsed,
-            "latency": percentiles([o["ms"] for o in ok]) if ok else None,
-            "job_ids": [o["job_id"] for o in ok]}
+    return {
+        "clients": n_clients,
+        "seconds": elapsed,
+        "requests": len(rows),
+        "answered": len(ok),
+        "failed": [o for o in rows if o.get("status") != 200][:20],
+        "n_failed": len(rows) - len(ok),
+        "not_byte_equal": sum(not o["equal"] for o in ok),
+        "throughput_rps": len(ok) / elapsed,
+        "latency": percentiles([o["ms"] for o in ok]) if ok else None,
+        "job_ids": [o["job_id"] for o in ok],
+    }
 
 
 def overlapping_tasks(redis_url: str, job_ids: list[str]) -> dict[str, int]:
@@ -108,19 +125,32 @@ def overlapping_tasks(redis_url: str, job_ids: list[str]) -> dict[str, int]:
     spans: dict[str, list[tuple[float, float]]] = {}
     for t in wait_until(traces, 30, "every task's trace"):
         spans.setdefault(t[b"worker"].decode(), []).append((float(t[b"worker_received"]), float(t[b"result_sent"])))
-    return {worker: sum(b[0] < a[1] for a, b in zip(sorted(s), sorted(s)[1:], strict=False))
-            for worker, s in spans.items()}
+    return {
+        worker: sum(b[0] < a[1] for a, b in zip(sorted(s), sorted(s)[1:], strict=False)) for worker, s in spans.items()
+    }
 
 
 def save(output: Path, report: dict) -> None:
     (output / "load.json").write_text(json.dumps({**report, "load_average": os.getloadavg()}, indent=2) + "\n")
 
 
-def main(*, checkpoint: Path, output: Path, clients: tuple[int, ...] = CLIENTS, seconds: float = SECONDS,
-         workers: tuple[int, ...] = WORKERS) -> int:
+def main(
+    *,
+    checkpoint: Path,
+    output: Path,
+    clients: tuple[int, ...] = CLIENTS,
+    seconds: float = SECONDS,
+    workers: tuple[int, ...] = WORKERS,
+) -> int:
     output.mkdir(parents=True, exist_ok=True)
-    report = {"command": sys.argv, "requests": REQUESTS, "seconds_per_level": seconds, "runs": [],
-              "cpus": os.cpu_count(), "versions": versions(("laya-service", "celery", "kombu", "redis", "gunicorn"))}
+    report = {
+        "command": sys.argv,
+        "requests": REQUESTS,
+        "seconds_per_level": seconds,
+        "runs": [],
+        "cpus": os.cpu_count(),
+        "versions": versions(("laya-service", "celery", "kombu", "redis", "gunicorn")),
+    }
     with Stack(checkpoint, output / "logs", api_threads=max(clients) + 8) as stack:
         stack.start()
         expected = answers_alone(stack.frontend)
@@ -135,13 +165,17 @@ def main(*, checkpoint: Path, output: Path, clients: tuple[int, ...] = CLIENTS, 
                 report["runs"].append(level)
                 save(output, report)  # a run cut short still leaves its figures
                 lat = level["latency"] or {}
-                print(f"load: {n_workers} worker(s), {n:3} clients: {level['answered']} answered, "
-                      f"{level['n_failed']} failed, {level['not_byte_equal']} not byte-equal, "
-                      f"{level['throughput_rps']:.1f}/s, p50 {lat.get('p50_ms', 0):.1f} ms, "
-                      f"p99 {lat.get('p99_ms', 0):.1f} ms, overlaps {sum(level['overlapping_tasks'].values())}")
+                print(
+                    f"load: {n_workers} worker(s), {n:3} clients: {level['answered']} answered, "
+                    f"{level['n_failed']} failed, {level['not_byte_equal']} not byte-equal, "
+                    f"{level['throughput_rps']:.1f}/s, p50 {lat.get('p50_ms', 0):.1f} ms, "
+                    f"p99 {lat.get('p99_ms', 0):.1f} ms, overlaps {sum(level['overlapping_tasks'].values())}"
+                )
     save(output, report)
-    passed = all(r["n_failed"] == 0 and r["not_byte_equal"] == 0 and not any(r["overlapping_tasks"].values())
-                 for r in report["runs"])
+    passed = all(
+        r["n_failed"] == 0 and r["not_byte_equal"] == 0 and not any(r["overlapping_tasks"].values())
+        for r in report["runs"]
+    )
     print(f"load: {'passed' if passed else 'FAILED'}; every figure in {output / 'load.json'}")
     return 0 if passed else 1
 
@@ -150,14 +184,25 @@ def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", type=Path, required=True, help="checkpoint directory for the workers")
     p.add_argument("--output", type=Path, required=True, help="directory for load.json and the processes' logs")
-    p.add_argument("--clients", default=",".join(map(str, CLIENTS)),
-                   help="comma-separated numbers of concurrent clients (default: %(default)s)")
+    p.add_argument(
+        "--clients",
+        default=",".join(map(str, CLIENTS)),
+        help="comma-separated numbers of concurrent clients (default: %(default)s)",
+    )
     p.add_argument("--seconds", type=float, default=SECONDS, help="time per level (default: %(default)s)")
-    p.add_argument("--workers", default=",".join(map(str, WORKERS)),
-                   help="comma-separated numbers of workers on the queue, in order (default: %(default)s)")
+    p.add_argument(
+        "--workers",
+        default=",".join(map(str, WORKERS)),
+        help="comma-separated numbers of workers on the queue, in order (default: %(default)s)",
+    )
     args = p.parse_args(argv)
-    return main(checkpoint=args.checkpoint, output=args.output, clients=tuple(int(n) for n in args.clients.split(",")),
-                seconds=args.seconds, workers=tuple(int(n) for n in args.workers.split(",")))
+    return main(
+        checkpoint=args.checkpoint,
+        output=args.output,
+        clients=tuple(int(n) for n in args.clients.split(",")),
+        seconds=args.seconds,
+        workers=tuple(int(n) for n in args.workers.split(",")),
+    )
 
 
 if __name__ == "__main__":

@@ -52,8 +52,16 @@ def command(name: str) -> str:
 class Stack:
     """One Redis, the workers and one API; every process's output goes to a log file in `logs`."""
 
-    def __init__(self, checkpoint: Path, logs: Path, *, aof: bool = True, heartbeat_ttl_s: int = 15,
-                 api_threads: int = 32, worker_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        checkpoint: Path,
+        logs: Path,
+        *,
+        aof: bool = True,
+        heartbeat_ttl_s: int = 15,
+        api_threads: int = 32,
+        worker_env: dict[str, str] | None = None,
+    ) -> None:
         self.checkpoint, self.logs, self.aof, self.worker_env = Path(checkpoint), Path(logs), aof, worker_env or {}
         self.heartbeat_ttl_s, self.api_threads = heartbeat_ttl_s, api_threads
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -74,8 +82,9 @@ class Stack:
     def _start(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
         self._started += 1
         with open(self.logs / f"{self._started:02d}-{name}.log", "wb") as log:
-            return subprocess.Popen(cmd, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            return subprocess.Popen(
+                cmd, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     # --- processes ---
 
@@ -83,9 +92,23 @@ class Stack:
         """redis-server on this stack's port and data directory (a restart finds its append-only file)."""
         data = self.logs / "redis-data"
         data.mkdir(exist_ok=True)
-        self.redis_process = self._start("redis", [
-            shutil.which("redis-server") or "redis-server", "--bind", "127.0.0.1", "--port", str(self.redis_port),
-            "--dir", str(data), "--save", "", "--appendonly", "yes" if self.aof else "no"], {})
+        self.redis_process = self._start(
+            "redis",
+            [
+                shutil.which("redis-server") or "redis-server",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.redis_port),
+                "--dir",
+                str(data),
+                "--save",
+                "",
+                "--appendonly",
+                "yes" if self.aof else "no",
+            ],
+            {},
+        )
         wait_until(self._redis_answers, 30, "redis-server")
 
     def stop_redis(self) -> None:
@@ -93,17 +116,34 @@ class Stack:
         stop(self.redis_process)
 
     def start_worker(self, **env: str) -> subprocess.Popen:
-        worker = self._start("worker", [command("laya-worker"), "--loglevel", "warning"], {
-            "LAYA_REDIS_URL": self.redis_url, "LAYA_CHECKPOINT": str(self.checkpoint),
-            "LAYA_EXECUTOR": os.environ.get("LAYA_EXECUTOR", "auto"),
-            "LAYA_HEARTBEAT_TTL_S": str(self.heartbeat_ttl_s), **self.worker_env, **env})
+        worker = self._start(
+            "worker",
+            [command("laya-worker"), "--loglevel", "warning"],
+            {
+                "LAYA_REDIS_URL": self.redis_url,
+                "LAYA_CHECKPOINT": str(self.checkpoint),
+                "LAYA_EXECUTOR": os.environ.get("LAYA_EXECUTOR", "auto"),
+                "LAYA_HEARTBEAT_TTL_S": str(self.heartbeat_ttl_s),
+                **self.worker_env,
+                **env,
+            },
+        )
         self.workers.append(worker)
         return worker
 
     def start_api(self, **env: str) -> subprocess.Popen:
-        self.api = self._start("api", [command("laya-api")], {
-            "LAYA_REDIS_URL": self.redis_url, "LAYA_HOST": "127.0.0.1", "LAYA_PORT": str(self.api_port),
-            "LAYA_API_THREADS": str(self.api_threads), "LAYA_TRACE": "1", **env})
+        self.api = self._start(
+            "api",
+            [command("laya-api")],
+            {
+                "LAYA_REDIS_URL": self.redis_url,
+                "LAYA_HOST": "127.0.0.1",
+                "LAYA_PORT": str(self.api_port),
+                "LAYA_API_THREADS": str(self.api_threads),
+                "LAYA_TRACE": "1",
+                **env,
+            },
+        )
         wait_until(lambda: self._get("/health") is not None, 60, "laya-api to answer")
         return self.api
 
@@ -136,6 +176,7 @@ class Stack:
 
     def wait_ready(self, worker: subprocess.Popen, timeout_s: float = START_TIMEOUT_S) -> None:
         """Until `worker` itself reports ready (a dead worker's record says ready until it expires)."""
+
         def ready() -> bool:
             if worker.poll() is not None:
                 raise RuntimeError(f"the worker exited with status {worker.returncode}; see {self.logs}")
@@ -181,8 +222,9 @@ def stop(process: subprocess.Popen | None, sig: int = signal.SIGTERM, timeout_s:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m recipe.stack", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m recipe.stack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True, help="checkpoint directory for the worker")
     p.add_argument("--logs", type=Path, required=True, help="directory for the processes' logs and Redis data")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG ...] to run against the stack")

@@ -24,8 +24,9 @@ FAILED_TTL_S = 3600  # how long /health can still name a failed worker as the re
 
 
 class Heartbeat:
-    def __init__(self, redis, *, model: str, node: str, ttl_s: int, info: dict,
-                 after_beat: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, redis, *, model: str, node: str, ttl_s: int, info: dict, after_beat: Callable[[], None] | None = None
+    ) -> None:
         self.redis, self.ttl_s, self.after_beat = redis, ttl_s, after_beat
         self.key = contract.worker_key(model, node)
         self.record = {"model": model, "node": node, **info}
@@ -72,8 +73,9 @@ class Heartbeat:
 
     def _publish(self, state: str, ttl_s: int, **extra: str) -> None:
         task_id, tag = self.task or (None, None)
-        record = json.dumps({**self.record, "state": state, "at": time.time(), "task": task_id,
-                             "delivery_tag": tag, **extra})
+        record = json.dumps(
+            {**self.record, "state": state, "at": time.time(), "task": task_id, "delivery_tag": tag, **extra}
+        )
         pipe = self.redis.pipeline()
         pipe.set(self.key, record, ex=ttl_s)
         pipe.sadd(contract.WORKERS_KEY, self.key)

@@ -49,12 +49,15 @@ def test_an_unexpected_exception_is_500_without_a_trace(client, dispatcher, monk
     assert body == {"status": 500, "error": "internal", "detail": "internal error (KeyError)"}
 
 
-@pytest.mark.parametrize("body", [
-    b'{"state": NaN, "questions": {}}',
-    b'{"state": "x", "questions": {"q": {"type": "noul", "instructions": -Infinity}}}',
-    b'{"state": [' + b"[" * 1990 + b"]" * 1990 + b'], "questions": {}}',  # past Python's own recursion limit
-    b'{"state": ' + b'{"a": ' * 200 + b"1" + b"}" * 200 + b', "questions": {}}',  # past the service's
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"state": NaN, "questions": {}}',
+        b'{"state": "x", "questions": {"q": {"type": "noul", "instructions": -Infinity}}}',
+        b'{"state": [' + b"[" * 1990 + b"]" * 1990 + b'], "questions": {}}',  # past Python's own recursion limit
+        b'{"state": ' + b'{"a": ' * 200 + b"1" + b"}" * 200 + b', "questions": {}}',  # past the service's
+    ],
+)
 def test_json_that_is_not_strict_or_nests_too_deeply_is_400(client, dispatcher, body):
     detail = error(client.post("/v1/systemone", data=body, content_type="application/json"), 400)["detail"]
     assert "not valid JSON" in detail
@@ -74,10 +77,13 @@ def test_rejected_requests_are_not_enqueued(client, dispatcher):
     assert dispatcher.submitted == []
 
 
-@pytest.mark.parametrize(("messages", "expected"), [
-    ({"questions": {"q1": {"value": {"type": ["Must be one of"]}}}}, ("questions.q1.type", "Must be one of")),
-    ({"states": {3: ["must be a string"]}}, ("states.3", "must be a string")),
-    ({"_schema": ["Invalid input type."]}, ("", "Invalid input type.")),
-])
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        ({"questions": {"q1": {"value": {"type": ["Must be one of"]}}}}, ("questions.q1.type", "Must be one of")),
+        ({"states": {3: ["must be a string"]}}, ("states.3", "must be a string")),
+        ({"_schema": ["Invalid input type."]}, ("", "Invalid input type.")),
+    ],
+)
 def test_first_error_names_a_dotted_field(messages, expected):
     assert first_error(messages) == expected

@@ -13,8 +13,10 @@ CLIENTS, PER_CLIENT = 8, 4
 
 
 def test_concurrent_clients_get_their_own_answers_one_task_at_a_time(stack):
-    payloads = [request_body(f"Client {i}: order {i * 7} is late, refund?", refund=NOUL, topic=CHOICE)
-                for i in range(CLIENTS * PER_CLIENT)]
+    payloads = [
+        request_body(f"Client {i}: order {i * 7} is late, refund?", refund=NOUL, topic=CHOICE)
+        for i in range(CLIENTS * PER_CLIENT)
+    ]
     expected = [stack.post("/v1/systemone", json=p).json() for p in payloads]
 
     def client(k: int) -> list[tuple[int, dict, str]]:

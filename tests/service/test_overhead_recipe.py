@@ -12,9 +12,21 @@ WORKER_STAGES = ("worker_received", "task_started", "engine_started", "engine_fi
 
 
 def test_overhead_recipe_stamps_every_stage_in_order(stack, tmp_path):
-    assert http_overhead.main(frontend=stack.base_url, output=tmp_path, redis_url=stack.redis_url, api_key=API_KEY,
-                              warmups=3, samples=20, clients=(1, 8), per_client=3, floor_pools=("prefork", "solo"),
-                              floor_samples=20) == 0
+    assert (
+        http_overhead.main(
+            frontend=stack.base_url,
+            output=tmp_path,
+            redis_url=stack.redis_url,
+            api_key=API_KEY,
+            warmups=3,
+            samples=20,
+            clients=(1, 8),
+            per_client=3,
+            floor_pools=("prefork", "solo"),
+            floor_samples=20,
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "samples.json").read_text())
     assert report["stages"] == list(http_overhead.STAGES)
     for level in report["samples"].values():

@@ -21,10 +21,23 @@ from worker import contract
 PAYLOAD = request_body("Please refund the duplicate charge.", refund=NOUL)
 
 
-@pytest.mark.parametrize("authorization", [
-    None, "", "Bearer", "Bearer ", "Bearer nope", f"Basic {API_KEY}", f"Bearer {API_KEY}x", f"Bearer {API_KEY[:-1]}",
-    API_KEY, f"Bearer {API_KEY} {API_KEY}", "Bearer " + "k" * 8000, "Bearer \u00e9t\u00e9",
-])
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        None,
+        "",
+        "Bearer",
+        "Bearer ",
+        "Bearer nope",
+        f"Basic {API_KEY}",
+        f"Bearer {API_KEY}x",
+        f"Bearer {API_KEY[:-1]}",
+        API_KEY,
+        f"Bearer {API_KEY} {API_KEY}",
+        "Bearer " + "k" * 8000,
+        "Bearer \u00e9t\u00e9",
+    ],
+)
 def test_anything_but_the_bearer_token_is_401(stack, authorization):
     headers = {} if authorization is None else {"Authorization": authorization.encode("latin-1")}
     r = requests.post(stack.url("/v1/systemone"), json=PAYLOAD, headers=headers, timeout=30)
@@ -33,8 +46,9 @@ def test_anything_but_the_bearer_token_is_401(stack, authorization):
 
 
 def test_a_header_past_the_servers_limit_is_a_json_431(stack):
-    r = requests.post(stack.url("/v1/systemone"), json=PAYLOAD, timeout=30,
-                      headers={"Authorization": "Bearer " + "k" * 9000})
+    r = requests.post(
+        stack.url("/v1/systemone"), json=PAYLOAD, timeout=30, headers={"Authorization": "Bearer " + "k" * 9000}
+    )
     assert r.status_code == 431 and r.json()["status"] == 431 and r.json()["error"] == "header_fields_too_large"
 
 
@@ -59,10 +73,15 @@ def test_a_pickled_message_on_the_queue_is_refused_not_executed(private_db, laun
     body = pickle.dumps(((_Touch(marker),), {}, {"callbacks": None, "errbacks": None, "chain": None, "chord": None}))
     with Connection(private_db) as conn:
         conn.default_channel.basic_publish(
-            conn.default_channel.prepare_message(body, content_type="application/x-python-serialize",
-                                                 content_encoding="binary",
-                                                 headers={"lang": "py", "task": contract.TASK_DECIDE, "id": "pickled"}),
-            exchange="", routing_key=contract.queue_name("english"))
+            conn.default_channel.prepare_message(
+                body,
+                content_type="application/x-python-serialize",
+                content_encoding="binary",
+                headers={"lang": "py", "task": contract.TASK_DECIDE, "id": "pickled"},
+            ),
+            exchange="",
+            routing_key=contract.queue_name("english"),
+        )
     redis = service.redis()
     wait_until(lambda: redis.llen(contract.queue_name("english")) == 0, 60, "the worker to take the message")
     assert service.post("/v1/systemone", json=PAYLOAD).status_code == 200  # it served on
