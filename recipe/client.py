@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
 import http.client
+import os
 from urllib.parse import urlparse
 
 from worker import contract
+
+
+def add_service_arguments(p: argparse.ArgumentParser) -> None:
+    """--frontend and --api-key, as every recipe that talks to a running service reads them."""
+    p.add_argument(
+        "--frontend",
+        default=os.environ.get("LAYA_FRONTEND", "http://127.0.0.1:8080"),
+        help="the API's base URL (default: $LAYA_FRONTEND or %(default)s)",
+    )
+    p.add_argument(
+        "--api-key", default=os.environ.get("LAYA_API_KEY", ""), help="bearer token (default: $LAYA_API_KEY)"
+    )
 
 
 class Client:

@@ -36,15 +36,16 @@ from pathlib import Path
 from recipe.client import Client
 from recipe.load import REQUESTS, answers_alone
 from recipe.provenance import versions
-from recipe.stack import Stack, stop, wait_until
+from recipe.stack import Stack, add_stack_arguments, stop, wait_until
 from worker import contract
 
 FAULTS = ("redis-restart", "worker-kill", "api-restart", "executor-failure")
 HEARTBEAT_TTL_S, SYNC_TIMEOUT_S = 3, 10
 CALLERS = 4
 REDIS_DOWN_S = 3.0
-KILL_TARGETS = ("request", "batch", "request")
-KILL_TRIES = 5  # what the worker holds when it is killed, kill after kill
+KILL_TARGETS = ("request", "batch", "request")  # what the worker holds when it is killed, kill after kill
+KILL_TRIES = 5
+TIMING_STEP_S = 0.01  # how often the waits that time a recovery look
 SETTLE_S = 300  # how long every accepted job gets to be answered once the faults are over
 TAMPERED = "tokenizer/tokenizer_config.json"  # small: the tampered copy links every other artifact
 START_TIMEOUT_S = 120
@@ -178,9 +179,12 @@ def worker_kill(stack: Stack, load: Load) -> dict:
             ),
             120,
             "the killed worker's task to be redelivered",
+            interval_s=TIMING_STEP_S,
         )
         redelivered = time.monotonic()
-        wait_until(lambda o=orphans: not pending(set(o.values())), 300, "the killed worker's task to finish")
+        wait_until(
+            lambda o=orphans: not pending(set(o.values())), 300, "the killed worker's task to finish", TIMING_STEP_S
+        )
         kills.append(
             {
                 "kill": n,
@@ -225,9 +229,9 @@ def executor_failure(stack: Stack, load: Load) -> dict:
         stop(worker)
     failing = stack.start_worker(LAYA_TEST_FAIL_AFTER="0", **fault)
     stack.wait_ready(failing)
-    wait_until(failed_record(stack), 120, "the executor to fail")
+    wait_until(failed_record(stack), 120, "the executor to fail", TIMING_STEP_S)
     failed_at = time.monotonic()
-    wait_until(lambda: stack.health() == 503, 10, "/health to answer 503")
+    wait_until(lambda: stack.health() == 503, 10, "/health to answer 503", TIMING_STEP_S)
     unhealthy_after = time.monotonic() - failed_at
     wait_until(lambda: failing.poll() is not None, 60, "the failed worker to exit")
     stack.wait_ready(stack.start_worker())
@@ -385,8 +389,7 @@ def main(*, checkpoint: Path, output: Path, faults: tuple[str, ...] = FAULTS) ->
 
 def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", type=Path, required=True, help="checkpoint directory for the workers")
-    p.add_argument("--output", type=Path, required=True, help="directory for faults.json and the processes' logs")
+    add_stack_arguments(p, "faults.json")
     p.add_argument("--faults", default=",".join(FAULTS), help="comma-separated faults, in order (default: %(default)s)")
     args = p.parse_args(argv)
     return main(checkpoint=args.checkpoint, output=args.output, faults=tuple(args.faults.split(",")))

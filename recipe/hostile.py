@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from recipe.client import Client
+from recipe.client import Client, add_service_arguments
 from recipe.provenance import versions
 from worker import contract
 
@@ -443,18 +443,11 @@ def main(
 
 def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument(
-        "--frontend",
-        default=os.environ.get("LAYA_FRONTEND", "http://127.0.0.1:8080"),
-        help="the API's base URL (default: $LAYA_FRONTEND or %(default)s)",
-    )
+    add_service_arguments(p)
     p.add_argument(
         "--redis-url",
         default=os.environ.get("LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL),
         help="the service's Redis, to check that rejections change nothing (default: $LAYA_REDIS_URL)",
-    )
-    p.add_argument(
-        "--api-key", default=os.environ.get("LAYA_API_KEY", ""), help="bearer token (default: $LAYA_API_KEY)"
     )
     p.add_argument("--generated", type=int, default=GENERATED, help="generated requests (default: %(default)s)")
     p.add_argument("--seed", type=int, default=SEED, help="Hypothesis seed (default: %(default)s)")

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from recipe import celery_floor
-from recipe.client import Client
+from recipe.client import Client, add_service_arguments
 from recipe.provenance import versions
 from worker import contract
 
@@ -249,19 +249,12 @@ def format_report(report: dict) -> str:
 
 def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument(
-        "--frontend",
-        default=os.environ.get("LAYA_FRONTEND", "http://127.0.0.1:8080"),
-        help="the API's base URL (default: $LAYA_FRONTEND or %(default)s)",
-    )
+    add_service_arguments(p)
     p.add_argument(
         "--redis-url",
         default=os.environ.get("LAYA_REDIS_URL", ""),
         help="the service's Redis, for stage times and the Celery floor (default: $LAYA_REDIS_URL; "
         "without it neither is measured)",
-    )
-    p.add_argument(
-        "--api-key", default=os.environ.get("LAYA_API_KEY", ""), help="bearer token (default: $LAYA_API_KEY)"
     )
     p.add_argument(
         "--samples", type=int, default=SAMPLES, help="measured requests of the lone client (default: %(default)s)"

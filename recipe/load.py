@@ -22,7 +22,7 @@ from pathlib import Path
 from recipe.celery_floor import percentiles
 from recipe.client import Client
 from recipe.provenance import versions
-from recipe.stack import Stack, wait_until
+from recipe.stack import Stack, add_stack_arguments, wait_until
 from worker import contract
 
 QUESTIONS = {
@@ -182,8 +182,7 @@ def main(
 
 def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", type=Path, required=True, help="checkpoint directory for the workers")
-    p.add_argument("--output", type=Path, required=True, help="directory for load.json and the processes' logs")
+    add_stack_arguments(p, "load.json")
     p.add_argument(
         "--clients",
         default=",".join(map(str, CLIENTS)),

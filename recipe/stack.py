@@ -33,7 +33,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.05):
+def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
@@ -219,6 +219,12 @@ def stop(process: subprocess.Popen | None, sig: int = signal.SIGTERM, timeout_s:
             process.kill()
             process.wait()
     return process.returncode
+
+
+def add_stack_arguments(p: argparse.ArgumentParser, writes: str) -> None:
+    """--checkpoint and --output, as every recipe that starts its own service reads them."""
+    p.add_argument("--checkpoint", type=Path, required=True, help="checkpoint directory for the workers")
+    p.add_argument("--output", type=Path, required=True, help=f"directory for {writes} and the processes' logs")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,36 +5,20 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+
+from recipe.stack import free_port, wait_until
 
 REDIS_PASSWORD = "laya-test-password"
 API_KEY = "laya-test-key"
 HEARTBEAT_TTL_S = 3  # short, so a stopped worker's readiness expires within the test
 STARTUP_TIMEOUT_S = 180  # worker load + warmup on a loaded 2-core machine
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def wait_for_redis(url: str, popen: subprocess.Popen, what: str, timeout_s: float = 10) -> None:
