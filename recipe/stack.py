@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -74,6 +75,10 @@ class Stack:
         self._started = 0
 
     def __enter__(self) -> Stack:
+        # its processes run in sessions of their own, out of reach of a `timeout` that stops this one:
+        # a SIGTERM unwinds through __exit__ and stops them too
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
         return self
 
     def __exit__(self, *_: object) -> None:
