@@ -14,7 +14,7 @@ from worker import contract
 
 
 def create_app(test_config: dict | None = None) -> Flask:
-    from app import auth, config, dispatch, errors, metrics
+    from app import auth, config, dispatch, errors, metrics, tracing
     from app.batches import bp as batches_bp
     from app.health import bp as health_bp
     from app.info import bp as info_bp
@@ -33,6 +33,7 @@ def create_app(test_config: dict | None = None) -> Flask:
 
     errors.init_app(app)
     dispatch.init_app(app, celery_init_app(app))
+    tracing.init_app(app)  # first before_request hook: its stamp is the earliest
     metrics.init_app(app, app.extensions["laya"])  # its clock starts before auth, so 401s are timed too
     auth.init_app(app)
     for bp in (systemone_bp, jobs_bp, batches_bp, health_bp, info_bp, openapi_bp):
@@ -56,8 +57,8 @@ class WireJSON(DefaultJSONProvider):
 
 
 def celery_init_app(app: Flask) -> Celery:
-    """A Celery client (it only sends tasks and reads results) configured like the workers."""
+    """A Celery client (it only sends tasks) configured like the workers."""
     celery = Celery(app.name)
-    celery.conf.update(contract.celery_config(app.config["REDIS_URL"], result_ttl_s=app.config["RESULT_TTL_S"]))
+    celery.conf.update(contract.celery_config(app.config["REDIS_URL"]))
     app.extensions["celery"] = celery
     return celery

@@ -28,6 +28,7 @@ SETTINGS = {
     "BATCH_PAGE_SIZE": (1000, "most results in one GET /v1/batches/<id> page"),
     "API_THREADS": (32, "gunicorn threads (each sync call holds one while it waits)"),
     "API_PROCESSES": (1, "gunicorn worker processes"),
+    "TRACE": (0, "1: requests sending x-laya-trace: 1 get their stage times stored in Redis (recipe/http_overhead.py)"),
 }
 DEFAULTS = {key: default for key, (default, _) in SETTINGS.items()}
 

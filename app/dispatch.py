@@ -1,76 +1,88 @@
 """The API's only link to the workers: enqueue by task name, wait, and read job, batch and worker state in Redis.
 
-Everything crosses as plain JSON: a task gets the validated payload, and returns an envelope
-(`contract.ok_envelope` / `contract.error_envelope`), never an exception.
+Everything crosses as plain JSON: a task gets the validated payload, and writes an envelope
+(`contract.ok_envelope` / `contract.error_envelope`, never an exception) to its result key, where a
+sync call blocks for it (BLPOP) and a job fetch reads it.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import time
-import uuid
 
 from celery import Celery
-from celery.exceptions import TimeoutError as CeleryTimeout
 from flask import Flask, current_app
 
 from app.errors import ApiError, from_envelope
 from worker import contract
 
-# Celery states -> the job status the API reports; a finished task's envelope decides done or failed.
-_STATUS_BY_STATE = {"PENDING": "queued", "RECEIVED": "queued", "RETRY": "queued", "STARTED": "running"}
+READY_CACHE_S = 1.0  # how long a sync call or job submission trusts the last read of worker readiness
 
 
 class Dispatcher:
-    def __init__(self, celery: Celery, redis, *, result_ttl_s: int) -> None:
-        self.celery, self.redis, self.result_ttl_s = celery, redis, result_ttl_s
+    def __init__(self, celery: Celery, redis, waiter, *, result_ttl_s: int) -> None:
+        # waiter: a client whose socket timeout outlasts the longest BLPOP, for sync calls
+        self.celery, self.redis, self.waiter, self.result_ttl_s = celery, redis, waiter, result_ttl_s
+        self._ready_until: dict[str, float] = {}  # model -> monotonic time until which it counts as served
 
     # --- workers ---
 
     def workers(self) -> list[dict]:
         """Every worker record that has not expired: ready ones, and failed ones with the reason."""
-        keys = sorted(self.redis.smembers(contract.WORKERS_KEY))
-        if not keys:
-            return []
-        records = self.redis.mget(keys)
-        expired = [key for key, record in zip(keys, records, strict=True) if record is None]
-        if expired:
-            self.redis.srem(contract.WORKERS_KEY, *expired)
-        return [json.loads(record) for record in records if record is not None]
+        return contract.read_workers(self.redis)
 
     def require_ready(self, model: str) -> None:
-        """:raise 503: no worker serving `model` has finished its warmup."""
+        """:raise 503: no worker serving `model` has finished its warmup.
+
+        A yes is reused for READY_CACHE_S, and forgotten when a request comes back with an executor
+        failure; a request let in meanwhile waits in the queue for a worker, as if it had come first.
+        """
+        if time.monotonic() < self._ready_until.get(model, 0.0):
+            return
         workers = self.workers()
         if not any(w["state"] == "ready" and w["model"] == model for w in workers):
             raise ApiError("unavailable", no_ready_reason(workers, model))
+        self._ready_until[model] = time.monotonic() + READY_CACHE_S
 
     # --- single requests ---
 
-    def submit(self, payload: dict, *, record: bool) -> str:
-        """Enqueue one request on its model's queue; `record` makes the id fetchable at /v1/jobs/<id>."""
-        job_id = str(uuid.uuid4())
+    def submit(self, payload: dict, *, record: bool, trace: bool = False) -> str:
+        """Enqueue one request on its model's queue; `record` makes the id fetchable at /v1/jobs/<id>,
+        `trace` asks the worker to store its stage times too."""
+        job_id = new_id()
         if record:
             self._record(job_id, {"kind": "job", "model": payload["model"]})
-        self._send(contract.TASK_DECIDE, payload, job_id, payload["model"])
+        headers = {contract.TRACE_MESSAGE_HEADER: True} if trace else None
+        self._send(contract.TASK_DECIDE, payload, job_id, payload["model"], headers=headers)
         return job_id
 
     def wait(self, job_id: str, model: str, timeout_s: float) -> dict:
-        """The envelope of a submitted request.
+        """The envelope of a submitted request, taken from its result key as soon as the worker writes it.
 
         :raise 504: not answered within `timeout_s`; the id is recorded so the answer can be fetched later.
         """
-        try:
-            return self.celery.AsyncResult(job_id).get(timeout=timeout_s, propagate=False)
-        except CeleryTimeout:
+        reply = self.waiter.blpop([contract.result_key(job_id)], timeout=timeout_s)
+        if reply is None:
             self._record(job_id, {"kind": "job", "model": model})
-            raise ApiError("timeout", f"no answer within {timeout_s:g} s; the job goes on: fetch it from "
-                           f"/v1/jobs/{job_id}", id=job_id) from None
+            raise ApiError(
+                "timeout",
+                f"no answer within {timeout_s:g} s; the job goes on: fetch it from /v1/jobs/{job_id}",
+                id=job_id,
+            )
+        envelope = json.loads(reply[1])
+        if envelope.get("error") == "executor_failure":
+            self._ready_until.pop(model, None)
+        return envelope
 
     def job(self, job_id: str) -> dict:
         """{"id", "status", "result"?, "error"?} of a recorded job. :raise 404: unknown id."""
-        self._get_record(job_id, "job")
-        result = self.celery.AsyncResult(job_id)
-        status, envelope = self._status(result)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.get(contract.job_key(job_id))
+        pipe.lindex(contract.result_key(job_id), 0)
+        record, result = pipe.execute()
+        self._check_record(job_id, record, "job")
+        status, envelope = self._status(job_id, result)
         body = {"id": job_id, "status": status}
         if envelope is not None:
             if envelope.get("ok"):
@@ -83,24 +95,32 @@ class Dispatcher:
 
     def submit_batch(self, batch: dict, *, model: str, total: int) -> str:
         """Enqueue a batch ({"model", "questions", "states"} or {"requests"}) on its model's queue."""
-        batch_id = str(uuid.uuid4())
+        batch_id = new_id()
         self._record(batch_id, {"kind": "batch", "model": model, "total": total})
         self._send(contract.TASK_DECIDE_BATCH, batch, batch_id, model)
         return batch_id
 
     def batch(self, batch_id: str, *, offset: int, limit: int) -> dict:
         """A page of a batch's results, in input order, with its progress. :raise 404: unknown id."""
-        record = self._get_record(batch_id, "batch")
         key = contract.batch_results_key(batch_id)
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.get(contract.job_key(batch_id))
         pipe.llen(key)
         pipe.lrange(key, offset, offset + limit - 1)
-        done, page = pipe.execute()
-        status, envelope = self._status(self.celery.AsyncResult(batch_id))
+        pipe.lindex(contract.result_key(batch_id), 0)
+        record, done, page, result = pipe.execute()
+        record = self._check_record(batch_id, record, "batch")
+        status, envelope = self._status(batch_id, result)
         if status == "queued" and done:
             status = "running"  # a redelivered batch resumes where it stopped
-        body = {"id": batch_id, "status": status, "done": done, "total": record["total"], "offset": offset,
-                "results": [json.loads(r) for r in page]}
+        body = {
+            "id": batch_id,
+            "status": status,
+            "done": done,
+            "total": record["total"],
+            "offset": offset,
+            "results": [json.loads(r) for r in page],
+        }
         if envelope is not None and not envelope.get("ok"):
             body["error"] = from_envelope(envelope).to_dict()
         if offset + limit < record["total"]:
@@ -117,37 +137,49 @@ class Dispatcher:
 
     # --- helpers ---
 
-    def _send(self, task: str, argument: dict, job_id: str, model: str) -> None:
+    def _send(self, task: str, argument: dict, job_id: str, model: str, headers: dict | None = None) -> None:
         """Enqueue `task(argument)` as `job_id`; if that fails, no record is left claiming a queued job."""
         try:
-            self.celery.send_task(task, args=[argument], task_id=job_id, queue=contract.queue_name(model))
+            # argsrepr: Celery would otherwise render the payload into the message, and the worker's log lines
+            self.celery.send_task(
+                task,
+                args=[argument],
+                task_id=job_id,
+                queue=contract.queue_name(model),
+                headers=headers,
+                argsrepr="(payload)",
+            )
         except Exception:
             self.redis.delete(contract.job_key(job_id))
             raise
 
     def _record(self, job_id: str, record: dict) -> None:
-        self.redis.set(contract.job_key(job_id), json.dumps({**record, "created_at": time.time()}),
-                       ex=self.result_ttl_s)
+        self.redis.set(
+            contract.job_key(job_id), json.dumps({**record, "created_at": time.time()}), ex=self.result_ttl_s
+        )
 
-    def _get_record(self, job_id: str, kind: str) -> dict:
-        raw = self.redis.get(contract.job_key(job_id))
+    def _check_record(self, job_id: str, raw: bytes | None, kind: str) -> dict:
+        """The job's record. :raise 404: none of this kind (unknown id, or expired)."""
         record = json.loads(raw) if raw is not None else None
         if record is None or record["kind"] != kind:
-            raise ApiError("not_found", f"no {kind} with id {job_id!r} (unknown, or expired after "
-                           f"{self.result_ttl_s} s)")
+            raise ApiError(
+                "not_found", f"no {kind} with id {job_id!r} (unknown, or expired after {self.result_ttl_s} s)"
+            )
         return record
 
-    @staticmethod
-    def _status(result) -> tuple[str, dict | None]:
-        """(status, envelope or None) of a task's result."""
-        state = result.state
-        if state in _STATUS_BY_STATE:
-            return _STATUS_BY_STATE[state], None
-        if state == "SUCCESS":
-            envelope = result.result
+    def _status(self, job_id: str, result: bytes | None) -> tuple[str, dict | None]:
+        """(status, envelope or None) of a task, from its stored envelope or the worker running it."""
+        if result is not None:
+            envelope = json.loads(result)
             return ("done" if envelope.get("ok") else "failed"), envelope
-        # FAILURE or REVOKED: the task raised instead of returning an envelope (never by design)
-        return "failed", contract.error_envelope("executor_failure", f"the worker did not answer ({state})")
+        running = any(w["state"] == "ready" and w.get("task") == job_id for w in self.workers())
+        return ("running" if running else "queued"), None
+
+
+def new_id() -> str:
+    """A job or batch id: 128 bits from the operating system's CSPRNG, as 32 hex digits; knowing one id
+    says nothing about another, so an id is as good as a capability to read that job."""
+    return secrets.token_hex(16)
 
 
 def no_ready_reason(workers: list[dict], model: str) -> str:
@@ -160,9 +192,19 @@ def no_ready_reason(workers: list[dict], model: str) -> str:
 def init_app(app: Flask, celery: Celery) -> None:
     from redis import Redis
 
-    redis = Redis.from_url(app.config["REDIS_URL"], socket_connect_timeout=5, socket_timeout=30,
-                           health_check_interval=30)
-    app.extensions["laya"] = Dispatcher(celery, redis, result_ttl_s=app.config["RESULT_TTL_S"])
+    url, threads = app.config["REDIS_URL"], app.config["API_THREADS"]
+    # each gunicorn thread holds at most one connection of each client at a time (redis-py's pool stops at 100)
+    redis = Redis.from_url(
+        url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30, max_connections=threads + 8
+    )
+    waiter = Redis.from_url(
+        url,
+        socket_connect_timeout=5,
+        socket_timeout=app.config["SYNC_TIMEOUT_S"] + 30,
+        health_check_interval=30,
+        max_connections=threads + 8,
+    )
+    app.extensions["laya"] = Dispatcher(celery, redis, waiter, result_ttl_s=app.config["RESULT_TTL_S"])
 
 
 def dispatcher() -> Dispatcher:

@@ -7,6 +7,7 @@ Werkzeug, Redis, unexpected exceptions) into one too. A body is always JSON
 
 from __future__ import annotations
 
+import json
 import logging
 
 from flask import Flask, jsonify
@@ -17,8 +18,9 @@ from worker import contract
 
 log = logging.getLogger("laya.api")
 
-# The contract's table plus two kinds that only HTTP has (they never cross Redis).
-ERROR_STATUS = {**contract.ERROR_STATUS, "method_not_allowed": 405, "internal": 500}
+# The contract's table plus kinds that only HTTP has (they never cross Redis).
+ERROR_STATUS = {**contract.ERROR_STATUS, "method_not_allowed": 405, "uri_too_long": 414,
+                "header_fields_too_large": 431, "internal": 500}
 _KIND_BY_STATUS = {status: kind for kind, status in ERROR_STATUS.items()}  # 500 -> "internal", the later one
 
 
@@ -38,6 +40,11 @@ class ApiError(Exception):
 
     def to_dict(self) -> dict:
         return {"status": self.status, "error": self.kind, "detail": self.detail, **self.extra}
+
+
+def json_error(status: int, detail: str) -> bytes:
+    """The JSON error body for a status that no ApiError raised (one the HTTP server chose)."""
+    return json.dumps({"status": status, "error": _KIND_BY_STATUS.get(status, "http_error"), "detail": detail}).encode()
 
 
 def from_envelope(envelope: dict, **extra: object) -> ApiError:

@@ -7,6 +7,7 @@ histogram are read from Redis at scrape time, so every API instance reports the 
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 
@@ -39,7 +40,8 @@ class FleetCollector:
                 depth.add_metric([model], self.dispatcher.queue_depth(model))
                 ready.add_metric([model], ready_counts[model])
                 counts = self.dispatcher.executor_histogram(model)
-                buckets = [(str(b), counts.get(f"le:{b}", 0.0)) for b in contract.EXECUTOR_BUCKETS]
+                cumulative = itertools.accumulate(counts.get(f"bucket:{b}", 0.0) for b in contract.EXECUTOR_BUCKETS)
+                buckets = [(str(b), n) for b, n in zip(contract.EXECUTOR_BUCKETS, cumulative, strict=True)]
                 executor.add_metric([model], buckets + [("+Inf", counts.get("count", 0.0))],
                                     sum_value=counts.get("sum", 0.0))
         except Exception:  # Redis unreachable: the request metrics are still worth scraping

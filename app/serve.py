@@ -12,9 +12,11 @@ import shutil
 import sys
 import tempfile
 
+import gunicorn.util
 from gunicorn.app.base import BaseApplication
 
 from app import config
+from app.errors import json_error
 from app.models import served_models
 from worker.version import add_version_flag
 
@@ -54,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics_dir = None
     if settings["API_PROCESSES"] > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="laya-api-metrics-")
+    gunicorn.util.write_error = write_json_error  # gunicorn's workers call it through the module
     options = gunicorn_options(settings)
     if args.access_log:
         options["accesslog"] = "-"
@@ -65,6 +68,16 @@ def main(argv: list[str] | None = None) -> int:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
+
+
+def write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
+    """What gunicorn writes for a request its HTTP parser refuses before Flask sees it (a request line over
+    4094 bytes: 414, header fields too many or too large: 431, a malformed request: 400): the same status
+    with the API's JSON error body, where gunicorn's own is an HTML page."""
+    body = json_error(status_int, f"{reason}: {mesg}")
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n")
+    sock.sendall(head.encode("latin-1") + body)
 
 
 def _mark_process_dead(_server, worker) -> None:

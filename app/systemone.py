@@ -6,6 +6,7 @@ import time
 
 from flask import Blueprint, Response, current_app, g, jsonify
 
+from app import tracing
 from app.dispatch import dispatcher
 from app.errors import from_envelope
 from app.payloads import request_payload
@@ -16,17 +17,22 @@ bp = Blueprint("systemone", __name__, url_prefix="/v1")
 @bp.post("/systemone")
 def systemone() -> Response:
     payload = request_payload()
+    tracing.stamp("api_validated")
     d = dispatcher()
     d.require_ready(payload["model"])
+    tracing.stamp("api_ready")
     submitted_at = time.time()
-    job_id = d.submit(payload, record=False)
+    job_id = d.submit(payload, record=False, trace=tracing.active())
+    tracing.stamp("api_enqueued")
     envelope = d.wait(job_id, payload["model"], current_app.config["SYNC_TIMEOUT_S"])
+    tracing.stamp("api_woke")
     if not envelope.get("ok"):
         raise from_envelope(envelope)
     response = jsonify(envelope["response"])
     response.headers.update(timing_headers(envelope.get("timings", {}), submitted_at))
     response.headers["x-job-id"] = job_id
     response.headers["x-laya-model"] = payload["model"]
+    tracing.store_after(response, job_id)
     return response
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The service with the cuda executor on the GPU machine: laya-stack (a private redis-server, one worker, the
 # API), then /info, compare_with_backend (HTTP against laya-run --executor cuda: 0 answers may differ), an
-# async job, batch scoring end to end through /v1/batches, and the sync path's overhead. Then stops it all.
+# async job, and batch scoring end to end through /v1/batches. Then stops it all.
 #   recipe/gpu_service.sh CHECKPOINT BUNDLE OUT
 set -uo pipefail
 [ "${1:-}" = "--help" ] && { sed -n 2,5p "$0"; exit 0; }
@@ -39,4 +39,3 @@ PY
 python3 -m recipe.compare_with_backend --frontend "$url" --checkpoint "$ckpt" --bundle "$bundle" --executor "$LAYA_EXECUTOR" \
   --output "$out/compare"
 python3 -m recipe.batch_throughput --frontend "$url" --output "$out/batch"
-python3 -m recipe.http_overhead --frontend "$url" --output "$out/http-overhead"

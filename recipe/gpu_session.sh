@@ -5,23 +5,24 @@
 # --model tiny):
 #   recipe/gpu_session.sh OUT [STEP ...]       (default: every step, in this order)
 # prepare      checkpoints synthesized (seed 0) and the bundles' tables exported for them (recipe/gpu_workdir.py)
-# kernels      tests/kernels on the original and optimized bundles
 # gpu-tests    tests/gpu: the cuda executor against the fp32 reference, tiny and large checkpoints
 # parity       recipe.parity: distance to fp32, beside laya 0.3.20's bf16 path
 # compare      recipe.benchmark --compare: ours against laya stock bf16, laya fast and laya-cuda; batch scoring
 # service      recipe/gpu_service.sh: laya-stack with the cuda executor, compare_with_backend, a job, a batch
+# overhead     recipe.http_overhead on a private stack with the cuda executor, beside the bare Celery floor
 # abba-graphs  recipe.abba, CUDA graphs;   abba-eager: the same without graphs
+# kernels      tests/kernels on the original and optimized bundles
 # profile      recipe.engine_profile: host functions and every launch of the chain
 # routes       recipe.gemm_routes: each GEMM on the bundle's kernel against cuBLAS
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n 2,18p "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n 2,19p "$0"; exit 0; }
 out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
 source recipe/gpu_steps.sh
-steps=${*:-prepare kernels gpu-tests parity compare service abba-graphs abba-eager profile routes}
+steps=${*:-prepare gpu-tests parity compare service overhead abba-graphs abba-eager kernels profile routes}
 ckpt=$LAYA_GPU_WORKDIR/large/checkpoint
 optimized=$LAYA_GPU_WORKDIR/large/optimized
 original=$LAYA_GPU_WORKDIR/large/original
@@ -37,6 +38,9 @@ for s in $steps; do
     compare) step compare 220 python3 -m recipe.benchmark --checkpoint "$ckpt" --bundle "$optimized" --compare \
                --output "$work/compare" ;;
     service) step service 120 recipe/gpu_service.sh "$ckpt" "$optimized" "$work/service" ;;
+    overhead) LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized step overhead 120 python3 -m recipe.stack \
+                --checkpoint "$ckpt" --logs "$work/overhead/logs" -- python3 -m recipe.http_overhead \
+                --output "$work/overhead" --samples 1000 --per-client 40 ;;
     abba-graphs) step abba-graphs 110 python3 -m recipe.abba --checkpoint "$ckpt" --optimized "$optimized" \
                    --original "$original" --output "$work/abba-graphs" ;;
     abba-eager) step abba-eager 120 python3 -m recipe.abba --checkpoint "$ckpt" --optimized "$optimized" \

@@ -1,11 +1,20 @@
-"""What the HTTP sync path adds over engine time: the target is at most 2 ms at the median.
+"""What the HTTP sync path adds over engine time, stage by stage, beside the bare Celery floor.
 
-Sends one request to POST /v1/systemone 20 times to warm up, then 100 times measured, one at a time.
-Each sample keeps the client's wall time and the worker's own engine time (x-inference-time), plus
-the API's x-total-time and x-queue-time. Overhead = wall - engine. Writes samples.json (every sample,
-the summary, the command line, versions and the machine's load) into --output.
+Sends one request to POST /v1/systemone, 20 times to warm up, then --samples times measured, one at a
+time over one kept-alive connection; then the same from 8 and 32 concurrent clients (--clients).
+Overhead = client wall time - the worker's engine time (x-inference-time). With the API started with
+LAYA_TRACE=1 (and --redis-url pointing at its Redis), every sample also carries its stage times,
+each stamped (time.time(), one clock on one host) by the process it runs in:
 
-    python recipe/http_overhead.py --frontend http://127.0.0.1:8080 --output /tmp/http-overhead-1
+    client_sent, api_received, api_validated, api_ready, api_enqueued, worker_received, task_started,
+    engine_started, engine_finished, result_sent, api_woke, api_responded, client_received
+
+In the same run it measures the bare Celery round trip (recipe/celery_floor.py) per worker pool.
+Writes samples.json (every sample, the summaries, the floor, the command line, versions, the
+machine's load) into --output.
+
+    python recipe/http_overhead.py --frontend http://127.0.0.1:8080 --redis-url redis://127.0.0.1:6379/0 \\
+        --output /tmp/http-overhead-1
 """
 
 from __future__ import annotations
@@ -15,60 +24,276 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
-import urllib.request
 from pathlib import Path
 
+from recipe import celery_floor
+from recipe.client import Client, add_service_arguments
 from recipe.provenance import versions
+from worker import contract
 
-REQUEST = {"model": "english", "state": "Please refund the duplicate charge.",
-           "questions": {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}}}
-WARMUPS, SAMPLES = 20, 100
+REQUEST = {
+    "model": "english",
+    "state": "Please refund the duplicate charge.",
+    "questions": {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}},
+}
+WARMUPS, SAMPLES, PER_CLIENT = 20, 100, 20
+CLIENTS = (1, 8, 32)
+TRACE_TRIES = 20
+STAGES = (
+    "client_sent",
+    "api_received",
+    "api_validated",
+    "api_ready",
+    "api_enqueued",
+    "worker_received",
+    "task_started",
+    "engine_started",
+    "engine_finished",
+    "result_sent",
+    "api_woke",
+    "api_responded",
+    "client_received",
+)
 
 
+class Sampler:
+    """One caller with a kept-alive connection, sending REQUEST and timing each answer."""
 
-def main(*, frontend: str, output: Path, api_key: str = "", warmups: int = WARMUPS, samples: int = SAMPLES) -> int:
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
-    body = json.dumps(REQUEST).encode()
-    url = frontend.rstrip("/") + "/v1/systemone"
+    def __init__(self, frontend: str, api_key: str) -> None:
+        self.client = Client(frontend, api_key)
+        self.body = json.dumps(REQUEST).encode()
 
-    def one() -> dict:
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    def one(self) -> dict:
+        sent = time.time()
         t0 = time.perf_counter()
-        with urllib.request.urlopen(request, timeout=60) as response:
-            response.read()
-            wall_ms = (time.perf_counter() - t0) * 1000
-            h = response.headers
-            return {"wall_ms": wall_ms, "engine_ms": float(h["x-inference-time"]),
-                    "api_total_ms": float(h["x-total-time"]), "queue_ms": float(h["x-queue-time"])}
+        status, h, _ = self.client.request("POST", "/v1/systemone", self.body)
+        wall_ms = (time.perf_counter() - t0) * 1000
+        if status != 200:
+            raise RuntimeError(f"POST /v1/systemone answered {status}")
+        return {
+            "wall_ms": wall_ms,
+            "engine_ms": float(h["x-inference-time"]),
+            "api_total_ms": float(h["x-total-time"]),
+            "queue_ms": float(h["x-queue-time"]),
+            "job_id": h["x-job-id"],
+            "stamps": {"client_sent": sent, "client_received": sent + wall_ms / 1000},
+        }
 
-    for _ in range(warmups):
-        one()
-    rows = [one() for _ in range(samples)]
-    overhead = sorted(r["wall_ms"] - r["engine_ms"] for r in rows)
-    summary = {"overhead_median_ms": statistics.median(overhead), "overhead_p90_ms": overhead[int(0.9 * len(overhead))],
-               "engine_median_ms": statistics.median(r["engine_ms"] for r in rows),
-               "queue_median_ms": statistics.median(r["queue_ms"] for r in rows)}
+
+def run_clients(frontend: str, api_key: str, n_clients: int, per_client: int, warmups: int) -> list[dict]:
+    """`n_clients` threads, each with its own connection, each sending `warmups` then `per_client` requests."""
+    results: list[list[dict]] = [[] for _ in range(n_clients)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(n_clients)
+
+    def client(k: int) -> None:
+        try:
+            c = Sampler(frontend, api_key)
+            for _ in range(warmups):
+                c.one()
+            start.wait()
+            results[k] = [c.one() | {"client": k} for _ in range(per_client)]
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+            start.abort()
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(n_clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return [r for rows in results for r in rows]
+
+
+def add_worker_stamps(rows: list[dict], redis_url: str) -> bool:
+    """Merge each sample's stored trace into its stamps; False if the service stored none (LAYA_TRACE off)."""
+    from redis import Redis
+
+    redis = Redis.from_url(redis_url)
+    for _ in range(TRACE_TRIES):  # each process stores its stamps just after its part, the last ones a moment late
+        pipe = redis.pipeline()
+        for r in rows:
+            pipe.hgetall(contract.trace_key(r["job_id"]))
+        traces = pipe.execute()
+        if all(len(t) == len(STAGES) - 1 for t in traces):  # the client's two stamps are not stored, "worker" is
+            break
+        time.sleep(0.1)
+    for r, trace in zip(rows, traces, strict=True):
+        trace = {k.decode(): v.decode() for k, v in trace.items()}
+        r["worker"] = trace.pop("worker", None)
+        r["stamps"].update({k: float(v) for k, v in trace.items()})
+    return all(set(STAGES) <= set(r["stamps"]) for r in rows)
+
+
+def stage_gaps(row: dict) -> dict[str, float]:
+    """ms spent between consecutive stages of one sample (keyed 'from->to')."""
+    s = row["stamps"]
+    return {f"{a}->{b}": (s[b] - s[a]) * 1000 for a, b in zip(STAGES, STAGES[1:], strict=False)}
+
+
+def worker_span(row: dict) -> tuple[float, float]:
+    """The worker's own record of one task: from taking the message to sending the result."""
+    return row["stamps"]["worker_received"], row["stamps"]["result_sent"]
+
+
+def queueing_ms(row: dict, spans: list[tuple[float, float]]) -> float:
+    """ms of this sample's wait (enqueued -> taken by the worker) during which the worker ran other tasks."""
+    wait_from, wait_to = row["stamps"]["api_enqueued"], row["stamps"]["worker_received"]
+    busy = sum(max(0.0, min(end, wait_to) - max(start, wait_from)) for start, end in spans)
+    return busy * 1000
+
+
+def overlapping_tasks(rows: list[dict]) -> int:
+    """How many tasks a worker started before it had finished the one before, by its own stamps."""
+    by_worker: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        by_worker.setdefault(r["worker"], []).append(worker_span(r))
+    ordered = [sorted(spans) for spans in by_worker.values()]
+    return sum(b[0] < a[1] for spans in ordered for a, b in zip(spans, spans[1:], strict=False))
+
+
+def summarize(rows: list[dict], traced: bool, concurrent: bool) -> dict:
+    overhead = [r["wall_ms"] - r["engine_ms"] for r in rows]
+    summary = {
+        "samples": len(rows),
+        "overhead": celery_floor.percentiles(overhead),
+        "engine": celery_floor.percentiles([r["engine_ms"] for r in rows]),
+        "wall": celery_floor.percentiles([r["wall_ms"] for r in rows]),
+    }
+    if traced:
+        gaps = [stage_gaps(r) for r in rows]
+        summary["stages_median_ms"] = {k: statistics.median(g[k] for g in gaps) for k in gaps[0]}
+        spans = sorted(worker_span(r) for r in rows)
+        for r in rows:
+            r["queueing_ms"] = queueing_ms(r, [s for s in spans if s != worker_span(r)])
+        summary["beyond_queueing"] = celery_floor.percentiles(
+            [o - r["queueing_ms"] for o, r in zip(overhead, rows, strict=True)]
+        )
+        if concurrent:  # the worker is busy all along: what it spends between two tasks
+            summary["worker_gap_median_ms"] = statistics.median(
+                (b[0] - a[1]) * 1000 for a, b in zip(spans, spans[1:], strict=False)
+            )
+        summary["overlapping_tasks"] = overlapping_tasks(rows)
+    return summary
+
+
+def main(
+    *,
+    frontend: str,
+    output: Path,
+    redis_url: str = "",
+    api_key: str = "",
+    warmups: int = WARMUPS,
+    samples: int = SAMPLES,
+    clients: tuple[int, ...] = CLIENTS,
+    per_client: int = PER_CLIENT,
+    floor_pools: tuple[str, ...] = celery_floor.POOLS,
+    floor_samples: int = celery_floor.SAMPLES,
+) -> int:
+    levels, all_traced = {}, True
+    for n in clients:
+        rows = run_clients(frontend, api_key, n, samples if n == 1 else per_client, warmups)
+        traced = bool(redis_url) and add_worker_stamps(rows, redis_url)
+        all_traced &= traced
+        levels[str(n)] = {"summary": summarize(rows, traced, concurrent=n > 1), "rows": rows}
+    floor = (
+        {pool: celery_floor.measure(redis_url, pool, samples=floor_samples) for pool in floor_pools}
+        if redis_url
+        else {}
+    )
     output.mkdir(parents=True, exist_ok=True)
-    report = {"command": sys.argv, "frontend": frontend, "request": REQUEST, "warmups": warmups, "summary": summary,
-              "samples": rows, "load_average": os.getloadavg(), "cpus": os.cpu_count(),
-              "versions": versions(("laya-service", "celery", "kombu", "redis", "flask", "gunicorn"))}
+    report = {
+        "command": sys.argv,
+        "frontend": frontend,
+        "request": REQUEST,
+        "warmups": warmups,
+        "stages": list(STAGES) if all_traced else None,
+        "summary": {n: level["summary"] for n, level in levels.items()},
+        "celery_floor": {pool: {k: v for k, v in f.items() if k != "samples_ms"} for pool, f in floor.items()},
+        "celery_floor_samples_ms": {pool: f["samples_ms"] for pool, f in floor.items()},
+        "samples": {n: level["rows"] for n, level in levels.items()},
+        "load_average": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "versions": versions(("laya-service", "celery", "kombu", "redis", "flask", "gunicorn")),
+    }
     (output / "samples.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"http_overhead: median {summary['overhead_median_ms']:.2f} ms (p90 {summary['overhead_p90_ms']:.2f}) "
-          f"over a median engine time of {summary['engine_median_ms']:.2f} ms; load {os.getloadavg()[0]:.1f}; "
-          f"in {output}")
+    print(format_report(report))
+    print(f"http_overhead: load {os.getloadavg()[0]:.1f}; every sample in {output / 'samples.json'}")
     return 0
+
+
+def format_report(report: dict) -> str:
+    lines = []
+    for n, s in report["summary"].items():
+        o, e = s["overhead"], s["engine"]
+        line = (
+            f"{n:>3} client(s): overhead p50 {o['p50_ms']:.2f} ms  p90 {o['p90_ms']:.2f}  p99 {o['p99_ms']:.2f}"
+            f"  (engine p50 {e['p50_ms']:.2f})"
+        )
+        if "beyond_queueing" in s:
+            line += f"; beyond queueing p50 {s['beyond_queueing']['p50_ms']:.2f}"
+        if "worker_gap_median_ms" in s:
+            line += f", worker gap between tasks p50 {s['worker_gap_median_ms']:.2f}"
+        lines.append(line)
+    first = next(iter(report["summary"].values()))
+    for stage, ms in first.get("stages_median_ms", {}).items():
+        lines.append(f"    {stage:38} {ms:7.3f} ms")
+    for pool, f in report["celery_floor"].items():
+        lines.append(f"celery floor {pool:8} p50 {f['p50_ms']:.2f} ms  p90 {f['p90_ms']:.2f}  p99 {f['p99_ms']:.2f}")
+    return "\n".join(lines)
 
 
 def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--frontend", default="http://127.0.0.1:8080", help="the API's base URL (default: %(default)s)")
-    p.add_argument("--api-key", default=os.environ.get("LAYA_API_KEY", ""),
-                   help="bearer token (default: $LAYA_API_KEY)")
-    p.add_argument("--samples", type=int, default=SAMPLES, help="measured requests (default: %(default)s)")
+    add_service_arguments(p)
+    p.add_argument(
+        "--redis-url",
+        default=os.environ.get("LAYA_REDIS_URL", ""),
+        help="the service's Redis, for stage times and the Celery floor (default: $LAYA_REDIS_URL; "
+        "without it neither is measured)",
+    )
+    p.add_argument(
+        "--samples", type=int, default=SAMPLES, help="measured requests of the lone client (default: %(default)s)"
+    )
+    p.add_argument(
+        "--clients",
+        default=",".join(map(str, CLIENTS)),
+        help="comma-separated numbers of concurrent clients (default: %(default)s)",
+    )
+    p.add_argument(
+        "--per-client",
+        type=int,
+        default=PER_CLIENT,
+        help="measured requests per client when there are several (default: %(default)s)",
+    )
+    p.add_argument(
+        "--floor-pools",
+        default=",".join(celery_floor.POOLS),
+        help="worker pools of the Celery floor, comma-separated; empty: skip it (default: %(default)s)",
+    )
+    p.add_argument(
+        "--floor-samples",
+        type=int,
+        default=celery_floor.SAMPLES,
+        help="round trips per pool of the Celery floor (default: %(default)s)",
+    )
     p.add_argument("--output", type=Path, required=True, help="directory for samples.json")
     args = p.parse_args(argv)
-    return main(frontend=args.frontend, output=args.output, api_key=args.api_key, samples=args.samples)
+    return main(
+        frontend=args.frontend,
+        output=args.output,
+        redis_url=args.redis_url,
+        api_key=args.api_key,
+        samples=args.samples,
+        clients=tuple(int(n) for n in args.clients.split(",")),
+        per_client=args.per_client,
+        floor_pools=tuple(p for p in args.floor_pools.split(",") if p),
+        floor_samples=args.floor_samples,
+    )
 
 
 if __name__ == "__main__":

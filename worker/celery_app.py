@@ -1,11 +1,11 @@
 """`laya-worker`: the Celery worker that owns one executor (one GPU) and serves one model's queue.
 
-It runs Celery's prefork pool with one child process: the child loads the checkpoint and answers a
-real warmup request, announces readiness in Redis (what /health reads), and only then does the worker
-start consuming its queue.
-Tasks are acknowledged after they finish (acks_late), one at a time (prefetch 1), and requeued if the
-child dies mid-task (reject_on_worker_lost). An executor failure stops the worker with status 1.
-`celery -A worker.celery_app worker` works too; this command adds the checks and the fixed pool.
+One process does it all: it loads the checkpoint and answers a real warmup request, announces
+readiness in Redis (what /health reads), and only then starts Celery's solo pool on the model's
+queue, running each task in this process, one at a time. Tasks are acknowledged after their answer
+is written (acks late, prefetch 1). If the process dies, the task it held goes back to the queue
+once its heartbeat has expired, taken by another worker or the next one to start. An executor
+failure stops the worker with status 1; run it under a supervisor that starts a fresh one.
 """
 
 from __future__ import annotations
@@ -15,22 +15,17 @@ import os
 import sys
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery.signals import task_received
 
-from worker import contract, lifecycle
+from worker import contract, lifecycle, tracing
 from worker.settings import WorkerSettings, env_help
 from worker.version import add_version_flag
 
 
 def make_celery(settings: WorkerSettings) -> Celery:
     app = Celery("laya-worker")
-    app.conf.update(
-        contract.celery_config(settings.redis_url, result_ttl_s=settings.result_ttl_s,
-                               visibility_timeout_s=settings.visibility_timeout_s),
-        task_default_queue=settings.queue,
-        worker_proc_alive_timeout=settings.startup_timeout_s,  # the child reports up only once warm
-        include=["worker.tasks"],
-    )
+    app.conf.update(contract.celery_config(settings.redis_url, visibility_timeout_s=settings.visibility_timeout_s),
+                    task_default_queue=settings.queue, include=["worker.tasks"])
     return app
 
 
@@ -38,14 +33,9 @@ settings = WorkerSettings.from_env()
 celery = make_celery(settings)
 
 
-@worker_process_init.connect
-def _start_engine(sender: str, **_: object) -> None:
-    lifecycle.start(settings, celery, node=sender)  # sender: the worker's node name
-
-
-@worker_process_shutdown.connect
-def _stop_engine(**_: object) -> None:
-    lifecycle.stop()
+@task_received.connect
+def _stamp_received(request, **_: object) -> None:
+    tracing.on_received(request)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,17 +52,22 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as e:
         print(f"laya-worker: {e}", file=sys.stderr)
         return 2
+    celery.log.setup(loglevel=args.loglevel.upper())  # as the worker sets it up, for the engine's start too
     try:
-        # the queue is excluded at start: the pool child adds it once warm (worker.lifecycle)
-        celery.worker_main(["worker", "--pool", "prefork", "--concurrency", "1", "--queues", settings.queue,
-                            "--exclude-queues", settings.queue,
+        lifecycle.start(settings, celery)
+    except Exception:
+        return 1  # logged, and the worker's record says why
+    try:
+        celery.worker_main(["worker", "--pool", "solo", "--concurrency", "1", "--queues", settings.queue,
                             "--hostname", f"{settings.model}.{os.getpid()}@%h", "--loglevel", args.loglevel,
-                            "--without-gossip", "--without-mingle"])
+                            "--without-gossip", "--without-mingle", "--without-heartbeat"])
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
     else:
         code = 0
-    return 1 if lifecycle.FAILED.value else code
+    finally:
+        lifecycle.stop()
+    return 1 if lifecycle.failed() else code
 
 
 if __name__ == "__main__":

@@ -8,12 +8,11 @@ An executor failure prints a 500 error object and ends the process with status 1
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from worker.contract import ExecutorError, RequestError, canonical_model, error_body, wire_json
+from worker.contract import ExecutorError, RequestError, canonical_model, error_body, read_json, wire_json
 from worker.version import add_version_flag
 
 
@@ -76,14 +75,12 @@ def serve_lines(engine, lines: BinaryIO, out: TextIO) -> int:
 
 
 def parse_line(raw: bytes) -> object:
-    """One request line as JSON; RequestError (400) for bytes that are not UTF-8 JSON a parser can hold."""
+    """One request line as JSON; RequestError (400) for bytes that are not strict UTF-8 JSON (contract.read_json)."""
     try:
-        return json.loads(raw.decode("utf-8"))
+        return read_json(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise RequestError(f"line is not UTF-8: {e.reason} at byte {e.start}", kind="bad_request") from None
-    except RecursionError:
-        raise RequestError("line is JSON nested too deeply to read", kind="bad_request") from None
-    except ValueError as e:  # JSONDecodeError, and integers longer than Python reads
+    except ValueError as e:  # JSONDecodeError, NaN, nesting, and integers longer than Python reads
         raise RequestError(f"line is not JSON: {e}", kind="bad_request") from None
 
 

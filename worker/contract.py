@@ -6,13 +6,16 @@ never loads torch.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 
 TASK_DECIDE = "laya.decide"
 TASK_DECIDE_BATCH = "laya.decide_batch"
 
-# The service limits: every admitted request fits workspaces sized for 16 rows x max_len tokens.
-LIMITS = {"max_questions": 16, "max_markers": 2048}
+# The service limits: every admitted request fits workspaces sized for 16 rows x max_len tokens, and its
+# JSON is read and written again (Celery message, state text) well inside Python's recursion limit.
+LIMITS = {"max_questions": 16, "max_markers": 2048, "max_json_depth": 128}
 
 # The only table that maps an error kind to an HTTP status. `laya-run` uses it too, so a request
 # gets the same status on the command line as over HTTP.
@@ -108,6 +111,41 @@ def error_body(kind: str, detail: str, *, field: str | None = None, **extra: obj
     return body
 
 
+def read_json(text: bytes | str) -> object:
+    """A request's JSON text as Python values, read strictly: ValueError saying why for text that is not
+    JSON (bytes: not UTF-8 JSON), for the NaN and Infinity literals Python's json would let through
+    (RFC 8259 has neither), and for arrays and objects nested deeper than LIMITS["max_json_depth"]."""
+    limit = LIMITS["max_json_depth"]
+    too_deep = f"arrays and objects nested deeper than {limit} levels"
+    try:
+        # UTF-8 only (RFC 8259 8.1), where json.loads would also read UTF-16 and UTF-32 bytes
+        value = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text, parse_constant=_not_json)
+    except RecursionError:
+        raise ValueError(too_deep) from None
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if raw.count(b"[") + raw.count(b"{") > limit and json_depth(raw) > limit:
+        raise ValueError(too_deep)
+    return value
+
+
+def _not_json(literal: str) -> object:
+    raise ValueError(f"{literal} is not JSON")
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_NESTING_STEP = [0] * 256
+for _opening, _closing in (b"[]", b"{}"):
+    _NESTING_STEP[_opening], _NESTING_STEP[_closing] = 1, -1
+
+
+def json_depth(text: bytes) -> int:
+    """How deep arrays and objects nest in valid JSON text, counted in C-speed passes (a Python walk of a
+    1 MB body of small arrays would hold the API's interpreter lock for a tenth of a second or more)."""
+    brackets = _JSON_STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
+    return max(itertools.accumulate(map(_NESTING_STEP.__getitem__, brackets)), default=0)
+
+
 def wire_json(obj: object) -> str:
     """JSON text as `laya-run` and the API write it: json.dumps defaults with non-ASCII kept as UTF-8, unless
     the object holds text UTF-8 cannot carry (a lone surrogate in a question id), which is then escaped."""
@@ -149,8 +187,29 @@ def queue_name(model: str) -> str:
 
 
 def worker_key(model: str, node: str) -> str:
-    """A worker's heartbeat: JSON {"state": "ready"|"failed", ...}, expiring unless refreshed."""
+    """A worker's heartbeat: JSON {"state": "ready"|"failed", "task", "delivery_tag", ...}, expiring unless
+    refreshed; "task" is the id of the task it is running (null between tasks)."""
     return f"laya:worker:{model}:{node}"
+
+
+def read_workers(redis) -> list[dict]:
+    """Every worker record that has not expired: ready ones, and failed ones with the reason.
+
+    Expired records are pruned from WORKERS_KEY on the way.
+    """
+    keys = sorted(redis.smembers(WORKERS_KEY))
+    if not keys:
+        return []
+    records = redis.mget(keys)
+    expired = [key for key, record in zip(keys, records, strict=True) if record is None]
+    if expired:
+        redis.srem(WORKERS_KEY, *expired)
+    return [json.loads(record) for record in records if record is not None]
+
+
+def result_key(job_id: str) -> str:
+    """A task's envelope, as a one-item Redis list: a sync call pops it (BLPOP), a job fetch reads it (LINDEX)."""
+    return f"laya:result:{job_id}"
 
 
 def job_key(job_id: str) -> str:
@@ -163,29 +222,47 @@ def batch_results_key(batch_id: str) -> str:
     return f"laya:batch:{batch_id}:results"
 
 
+def trace_key(job_id: str) -> str:
+    """One request's stage times (hash: stage -> time.time()), written by each process it passed through."""
+    return f"laya:trace:{job_id}"
+
+
+# A request carrying this HTTP header (to an API with LAYA_TRACE=1) is traced; the API passes the
+# request on with the Celery message header of the same name, which is how the worker knows.
+TRACE_HEADER = "x-laya-trace"
+TRACE_MESSAGE_HEADER = "laya_trace"
+TRACE_TTL_S = 600
+
+
+def write_trace(redis, job_id: str, stamps: dict[str, float]) -> None:
+    """Add `stamps` to the request's trace in Redis (kept TRACE_TTL_S)."""
+    pipe = redis.pipeline()
+    pipe.hset(trace_key(job_id), mapping=stamps)
+    pipe.expire(trace_key(job_id), TRACE_TTL_S)
+    pipe.execute()
+
+
 def executor_metrics_key(model: str) -> str:
-    """Hash of executor-time histogram counters: "le:<bound>" per bucket, "count", "sum"."""
+    """Hash of executor-time histogram counters: "bucket:<bound>" (observations above the bucket below, up to
+    this bound: three commands per observation, where cumulative counters would take one per bucket),
+    "count", "sum"."""
     return f"laya:metrics:executor:{model}"
 
 
-def celery_config(redis_url: str, *, result_ttl_s: int = DEFAULT_RESULT_TTL_S,
-                  visibility_timeout_s: int = DEFAULT_VISIBILITY_TIMEOUT_S) -> dict:
-    """Celery settings both sides use: Redis broker and results, JSON only, one unacked task per worker."""
+def celery_config(redis_url: str, *, visibility_timeout_s: int = DEFAULT_VISIBILITY_TIMEOUT_S) -> dict:
+    """Celery settings both sides use: Redis broker, JSON only, one unacked task per worker.
+
+    No result backend: a task writes its envelope to `result_key` itself, in the round trip that also
+    updates the job's metrics, and the API blocks on that key (BLPOP).
+    """
     import ssl
 
     config = {
         "broker_url": redis_url,
-        "result_backend": redis_url,
         "task_serializer": "json",
-        "result_serializer": "json",
         "accept_content": ["json"],
-        "result_accept_content": ["json"],
-        "result_expires": result_ttl_s,
-        "result_extended": False,
         "task_ignore_result": True,
-        "task_track_started": True,
         "task_acks_late": True,
-        "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
         "worker_concurrency": 1,
         "broker_connection_retry_on_startup": True,
@@ -196,5 +273,4 @@ def celery_config(redis_url: str, *, result_ttl_s: int = DEFAULT_RESULT_TTL_S,
     if redis_url.startswith("rediss://") and "ssl_cert_reqs" not in redis_url:
         # Celery refuses a TLS URL without an explicit certificate policy; verify certificates by default.
         config["broker_use_ssl"] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
-        config["redis_backend_use_ssl"] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
     return config

@@ -2,31 +2,41 @@
 
 `/health` is 200 only while some worker's key says "ready"; the key is written after a real warmup,
 refreshed by a thread every third of its TTL, and replaced by a "failed" record when the executor fails.
+Each refresh also says which task the worker is running ("task", "delivery_tag"): that is how a job
+reads "running", and how the other workers tell a task held by a live worker from one a dead worker
+left behind (worker.redelivery), which each beat then looks for.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from bisect import bisect_left
+from collections.abc import Callable
 
 from worker import contract
+
+log = logging.getLogger("laya.worker")
 
 FAILED_TTL_S = 3600  # how long /health can still name a failed worker as the reason it is 503
 
 
 class Heartbeat:
-    def __init__(self, redis, *, model: str, node: str, ttl_s: int, info: dict) -> None:
-        self.redis, self.ttl_s = redis, ttl_s
+    def __init__(
+        self, redis, *, model: str, node: str, ttl_s: int, info: dict, after_beat: Callable[[], None] | None = None
+    ) -> None:
+        self.redis, self.ttl_s, self.after_beat = redis, ttl_s, after_beat
         self.key = contract.worker_key(model, node)
         self.record = {"model": model, "node": node, **info}
+        self.task: tuple[str, str] | None = None  # (task id, delivery tag) of the task being run
         self._stop = threading.Event()
         self._lock = threading.Lock()  # a beat in flight never overwrites the failed record
         self._thread = threading.Thread(target=self._beat, name="laya-heartbeat", daemon=True)
 
     def start(self) -> None:
-        """Announce readiness now and keep it fresh until `fail` or `stop`."""
+        """Announce readiness now and keep it fresh until `fail` or `stop`, doing the per-beat work after each."""
         self._publish("ready", self.ttl_s)
         self._thread.start()
 
@@ -42,17 +52,30 @@ class Heartbeat:
             self.redis.delete(self.key)
 
     def _beat(self) -> None:
-        while not self._stop.wait(self.ttl_s / 3):
-            with self._lock:
-                if self._stop.is_set():
-                    return
-                try:
+        while True:
+            try:
+                if self.after_beat is not None:
+                    self.after_beat()
+            except Exception as e:  # Redis unreachable for a moment: the next beat tries again
+                self._warn(e)
+            if self._stop.wait(self.ttl_s / 3):
+                return
+            try:
+                with self._lock:
+                    if self._stop.is_set():
+                        return
                     self._publish("ready", self.ttl_s)
-                except Exception:  # Redis unreachable for a moment: the next beat tries again
-                    continue
+            except Exception as e:
+                self._warn(e)
+
+    def _warn(self, error: Exception) -> None:
+        log.warning("laya worker: heartbeat: %s: %s; next try in %.1f s", type(error).__name__, error, self.ttl_s / 3)
 
     def _publish(self, state: str, ttl_s: int, **extra: str) -> None:
-        record = json.dumps({**self.record, "state": state, "at": time.time(), **extra})
+        task_id, tag = self.task or (None, None)
+        record = json.dumps(
+            {**self.record, "state": state, "at": time.time(), "task": task_id, "delivery_tag": tag, **extra}
+        )
         pipe = self.redis.pipeline()
         pipe.set(self.key, record, ex=ttl_s)
         pipe.sadd(contract.WORKERS_KEY, self.key)
@@ -60,9 +83,10 @@ class Heartbeat:
 
 
 def record_executor_seconds(pipe, model: str, seconds: float) -> None:
-    """Add one observation to the model's executor-time histogram (cumulative buckets, as Prometheus wants)."""
+    """Add one observation to the model's executor-time histogram (its own bucket; /metrics sums them)."""
     key = contract.executor_metrics_key(model)
-    for bound in contract.EXECUTOR_BUCKETS[bisect_left(contract.EXECUTOR_BUCKETS, seconds):]:
-        pipe.hincrby(key, f"le:{bound}", 1)
+    bucket = bisect_left(contract.EXECUTOR_BUCKETS, seconds)
+    if bucket < len(contract.EXECUTOR_BUCKETS):
+        pipe.hincrby(key, f"bucket:{contract.EXECUTOR_BUCKETS[bucket]}", 1)
     pipe.hincrby(key, "count", 1)
     pipe.hincrbyfloat(key, "sum", seconds)

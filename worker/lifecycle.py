@@ -1,12 +1,13 @@
-"""The engine of one worker process: loaded and warmed before any task runs, stopped for good when it fails.
+"""The engine of one worker process: loaded and warmed before the worker takes a task, stopped for good when it fails.
 
-`laya-worker` runs Celery's prefork pool with one child, and its parent starts out consuming no queue.
-The child builds the engine and answers a real warmup in `worker_process_init`, announces readiness
-in Redis, and only then asks its parent (a remote-control `add_consumer`) to consume the model's
-queue, so a warming worker holds no task that an idle one could run. A child started after a crash
-first asks the parent to stop consuming until it is warm. An executor failure answers that request
-with a 500 envelope, marks the worker failed, and asks the parent for a warm shutdown, which
-acknowledges the answered task and exits non-zero. Tasks that reach a failed engine are requeued.
+`laya-worker` runs Celery's solo pool: the process that takes a task from Redis runs it, one at a time.
+It builds the engine and answers a real warmup first, announces readiness in Redis, and only then
+starts consuming the model's queue, so a warming worker holds no task that an idle one could run.
+A task writes its envelope to its result key (which the API blocks on) in the same round trip as
+its metrics, and is acknowledged after that (acks late). An executor failure answers that request
+with a 500 envelope, marks the worker failed, and asks Celery for a warm shutdown, which
+acknowledges the answered task and exits non-zero; a task that reaches a failed engine is requeued.
+A worker that dies whole leaves its task to the others, or to the next one to start (worker.redelivery).
 """
 
 from __future__ import annotations
@@ -15,63 +16,72 @@ import contextlib
 import itertools
 import json
 import logging
-import multiprocessing
 import os
 import signal
 import socket
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 
-from worker import contract
+from worker import contract, tracing
 from worker.heartbeat import Heartbeat, record_executor_seconds
+from worker.redelivery import Redeliverer
 from worker.settings import WorkerSettings
 from worker.version import version_info
 
 log = logging.getLogger("laya.worker")
 
-# Created in the parent before the pool forks, so the parent's exit status can say a child failed.
-FAILED = multiprocessing.Value("b", 0)
+# Appends a chunk of batch results only where the previous chunk ended: a batch that two workers run
+# at once (redelivered while its first worker, cut off from Redis, still ran it) is never written twice.
+APPEND_AT = """
+if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) then return 0 end
+redis.call('RPUSH', KEYS[1], unpack(ARGV, 3))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
 
 _runtime: Runtime | None = None
 
 
-CONTROL_TIMEOUT_S = 5.0  # how long to wait for the parent to confirm it consumes the queue
-CONTROL_TRIES = 6
+@dataclass(frozen=True)
+class Delivery:
+    """Which message a task came in: its id, kombu's delivery tag, and whether it is a redelivery."""
+
+    id: str
+    tag: str | None
+    redelivered: bool
+
+    @classmethod
+    def of(cls, request) -> Delivery:
+        """From Celery's task request."""
+        return cls(request.id, (request.properties or {}).get("delivery_tag"),
+                   bool((request.delivery_info or {}).get("redelivered")))
 
 
-def start(settings: WorkerSettings, celery, node: str) -> None:
-    """Load, warm up and announce this process's engine, then let the parent `node` consume its queue.
+def start(settings: WorkerSettings, celery) -> Runtime:
+    """Load, warm up and announce this process's engine.
 
-    On failure, stop the whole worker.
+    :raise: whatever stopped it, once the worker's record says it failed.
     """
     global _runtime
     from redis import Redis
 
     redis = Redis.from_url(settings.redis_url)
     heartbeat = Heartbeat(redis, model=settings.model, node=f"{socket.gethostname()}:{os.getpid()}",
-                          ttl_s=settings.heartbeat_ttl_s, info={"pid": os.getpid(), **version_info()})
+                          ttl_s=settings.heartbeat_ttl_s, info={"pid": os.getpid(), **version_info()},
+                          after_beat=Redeliverer(celery, redis, grace_s=settings.heartbeat_ttl_s))
     try:
-        celery.control.cancel_consumer(settings.queue, destination=[node], reply=False)  # if after a crash
         engine = _load_engine(settings)
         heartbeat.record.update(executor=engine.executor.name, info=engine.info())
         _runtime = Runtime(settings, engine, redis, heartbeat)
         heartbeat.start()
-        _consume(celery, settings.queue, node)
     except Exception as e:
         log.exception("laya worker: the engine did not start")
         with contextlib.suppress(Exception):  # Redis may be what failed
             heartbeat.fail(f"startup failed ({type(e).__name__}); see the worker's log")
-        _stop_worker()
-        os._exit(1)
+        raise
     log.info("laya worker: %s executor warm, serving queue %s", engine.executor.name, settings.queue)
-
-
-def _consume(celery, queue: str, node: str) -> None:
-    """Ask the parent to consume `queue`, until it confirms."""
-    for _ in range(CONTROL_TRIES):
-        replies = celery.control.add_consumer(queue, destination=[node], reply=True, timeout=CONTROL_TIMEOUT_S)
-        if replies:
-            return
-    raise RuntimeError(f"{node} did not confirm consuming {queue} within {CONTROL_TRIES * CONTROL_TIMEOUT_S:g} s")
+    return _runtime
 
 
 def stop() -> None:
@@ -80,9 +90,13 @@ def stop() -> None:
         _runtime.heartbeat.stop()
 
 
+def failed() -> bool:
+    return _runtime is not None and _runtime.failed
+
+
 def current() -> Runtime:
     if _runtime is None:
-        raise RuntimeError("no engine in this process: run the worker with laya-worker (prefork pool, one child)")
+        raise RuntimeError("no engine in this process: run the worker with laya-worker")
     return _runtime
 
 
@@ -94,79 +108,119 @@ def _load_engine(settings: WorkerSettings):
     log.info("laya worker: %s", engine.startup_line())
     engine.warmup()
     if settings.fail_after >= 0:
-        _inject_fault(engine, settings.fail_after)
+        _inject_fault(engine, settings.fail_after, settings.fault)
     return engine
 
 
-def _inject_fault(engine, after: int) -> None:
-    """Tests only (LAYA_TEST_FAIL_AFTER): the executor's forward raises once `after` calls have run."""
+def _inject_fault(engine, after: int, kind: str) -> None:
+    """Tests only (LAYA_TEST_FAIL_AFTER, LAYA_TEST_FAULT): the executor's forward fails once `after` calls have run,
+    raising a Python exception, or with a real CUDA error: an out-of-bounds index on the GPU, whose device-side
+    assert leaves the process's CUDA context unusable, as a faulty kernel would."""
     forward, calls = engine.executor.forward, itertools.count()
 
     def failing_forward(batch):
         if next(calls) >= after:
+            if kind == "cuda":
+                import torch
+
+                table = torch.zeros(1, device="cuda")
+                table[torch.tensor([1 << 20], device="cuda")].sum().item()  # raises at the synchronizing .item()
             raise RuntimeError("injected executor fault (LAYA_TEST_FAIL_AFTER)")
         return forward(batch)
 
     engine.executor.forward = failing_forward
 
 
-def _stop_worker() -> None:
-    FAILED.value = 1
-    os.kill(os.getppid(), signal.SIGTERM)  # warm shutdown: the task in hand is acknowledged first
-
-
 class Runtime:
     def __init__(self, settings: WorkerSettings, engine, redis, heartbeat: Heartbeat) -> None:
         self.settings, self.engine, self.redis, self.heartbeat = settings, engine, redis, heartbeat
         self.failed = False
+        self._append_at = redis.register_script(APPEND_AT)
 
-    def decide(self, job_id: str, payload: dict) -> dict:
-        """One request's envelope: its response, or the error the API will answer with."""
-        self._refuse_if_failed()
-        started_at, t0 = time.time(), time.perf_counter()
-        try:
-            response = self.engine.decide(payload)
-        except contract.RequestError as e:
-            return contract.error_envelope(e.kind, e.detail, field=e.field)
-        except Exception as e:
-            return self._failure(e)
-        seconds = time.perf_counter() - t0
-        self._finish(job_id, seconds)
-        return contract.ok_envelope(response, _timings(started_at, seconds))
+    def decide(self, delivery: Delivery, payload: dict, trace: dict[str, float] | None = None) -> None:
+        """Answer one request: its envelope (response, or the error the API will answer with) goes to its result key."""
+        tracing.stamp(trace, "task_started")
+        with self._holding(delivery):
+            if self._answered_before(delivery):
+                return
+            tracing.stamp(trace, "engine_started")
+            started_at, t0 = time.time(), time.perf_counter()
+            seconds = None
+            try:
+                response = self.engine.decide(payload)
+            except contract.RequestError as e:
+                envelope = contract.error_envelope(e.kind, e.detail, field=e.field)
+            except Exception as e:
+                envelope = self._failure(e)
+            else:
+                seconds = time.perf_counter() - t0
+                envelope = contract.ok_envelope(response, _timings(started_at, seconds))
+            tracing.stamp(trace, "engine_finished")
+            self._store(delivery.id, envelope, executor_seconds=seconds, trace=trace)
 
-    def decide_batch(self, batch_id: str, batch: dict) -> dict:
+    def decide_batch(self, delivery: Delivery, batch: dict) -> None:
         """Score a batch in chunks, appending each state's result to the batch's Redis list in input order.
 
         States already in the list (a batch redelivered after its worker died) are not scored again.
         """
+        with self._holding(delivery):
+            payloads, key = batch_payloads(batch), contract.batch_results_key(delivery.id)
+            started_at, t0 = time.time(), time.perf_counter()
+            for start in range(self.redis.llen(key), len(payloads), self.settings.batch_chunk):
+                chunk_t0 = time.perf_counter()
+                try:
+                    results = self.engine.decide_many(payloads[start:start + self.settings.batch_chunk])
+                except Exception as e:
+                    self._store(delivery.id, self._failure(e))
+                    return
+                if not self._append(key, start, results, time.perf_counter() - chunk_t0):
+                    log.warning("laya worker: batch %s is being scored elsewhere; leaving it", delivery.id)
+                    return
+            timings = _timings(started_at, time.perf_counter() - t0)
+            self._store(delivery.id, contract.ok_envelope({"done": len(payloads)}, timings))
+
+    @contextlib.contextmanager
+    def _holding(self, delivery: Delivery) -> Iterator[None]:
+        """While a task runs, the heartbeat names it: a job reads "running", and no other worker redelivers it."""
         self._refuse_if_failed()
-        payloads, key = batch_payloads(batch), contract.batch_results_key(batch_id)
-        started_at, t0 = time.time(), time.perf_counter()
-        for start in range(self.redis.llen(key), len(payloads), self.settings.batch_chunk):
-            chunk_t0 = time.perf_counter()
-            try:
-                results = self.engine.decide_many(payloads[start:start + self.settings.batch_chunk])
-            except Exception as e:
-                return self._failure(e)
-            pipe = self.redis.pipeline()
-            pipe.rpush(key, *(json.dumps(r) for r in results))
-            pipe.expire(key, self.settings.result_ttl_s)
-            record_executor_seconds(pipe, self.settings.model, time.perf_counter() - chunk_t0)
-            pipe.execute()
-        self.redis.expire(contract.job_key(batch_id), self.settings.result_ttl_s)
-        return contract.ok_envelope({"done": len(payloads)}, _timings(started_at, time.perf_counter() - t0))
+        self.heartbeat.task = (delivery.id, delivery.tag)
+        try:
+            yield
+        finally:
+            self.heartbeat.task = None
+
+    def _answered_before(self, delivery: Delivery) -> bool:
+        """A redelivered task whose answer is stored already (its worker died before acknowledging it)."""
+        return delivery.redelivered and bool(self.redis.exists(contract.result_key(delivery.id)))
+
+    def _store(self, job_id: str, envelope: dict, *, executor_seconds: float | None = None,
+               trace: dict[str, float] | None = None) -> None:
+        """Write a task's envelope, and its metrics, in one round trip."""
+        ttl_s, key = self.settings.result_ttl_s, contract.result_key(job_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.rpush(key, json.dumps(envelope))
+        pipe.expire(key, ttl_s)
+        pipe.expire(contract.job_key(job_id), ttl_s)  # a job record outlives its queue wait
+        if executor_seconds is not None:
+            record_executor_seconds(pipe, self.settings.model, executor_seconds)
+        tracing.stamp(trace, "result_sent")  # the waiting API may wake before this call returns
+        pipe.execute()
+        if trace is not None:
+            contract.write_trace(self.redis, job_id, {**trace, "worker": self.heartbeat.record["node"]})
+
+    def _append(self, key: str, start: int, results: list[dict], seconds: float) -> bool:
+        """Append a batch chunk that begins at result `start`; False if the list does not end there."""
+        pipe = self.redis.pipeline(transaction=False)
+        self._append_at(keys=[key], args=[start, self.settings.result_ttl_s, *(json.dumps(r) for r in results)],
+                        client=pipe)
+        record_executor_seconds(pipe, self.settings.model, seconds)
+        return bool(pipe.execute()[0])
 
     def _refuse_if_failed(self) -> None:
         if self.failed:
             from celery.exceptions import Reject
 
             raise Reject("this worker's executor has failed", requeue=True)
-
-    def _finish(self, job_id: str, seconds: float) -> None:
-        pipe = self.redis.pipeline()
-        record_executor_seconds(pipe, self.settings.model, seconds)
-        pipe.expire(contract.job_key(job_id), self.settings.result_ttl_s)  # a job record outlives its queue wait
-        pipe.execute()
 
     def _failure(self, error: Exception) -> dict:
         """The envelope for an exception from the engine; an executor failure also stops this worker."""
@@ -178,7 +232,7 @@ class Runtime:
         self.failed = True
         detail = f"the {self.engine.executor.name} executor failed; this worker has stopped"
         self.heartbeat.fail(detail)
-        _stop_worker()
+        os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown: the task in hand is stored and acknowledged
         return contract.error_envelope("executor_failure", detail)
 
 

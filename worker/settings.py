@@ -24,10 +24,11 @@ ENV = {
     "result_ttl_s": ("LAYA_RESULT_TTL_S", contract.DEFAULT_RESULT_TTL_S, "how long results stay fetchable"),
     "visibility_timeout_s": ("LAYA_VISIBILITY_TIMEOUT_S", contract.DEFAULT_VISIBILITY_TIMEOUT_S,
                              "an unacknowledged task is redelivered after this long; exceed the longest batch"),
-    "startup_timeout_s": ("LAYA_WORKER_STARTUP_TIMEOUT_S", 600, "longest load + warmup before the worker gives up"),
     "batch_chunk": ("LAYA_BATCH_CHUNK", 64, "states scored between two progress updates of a batch"),
     "fail_after": ("LAYA_TEST_FAIL_AFTER", -1,
-                   "tests only: the executor raises on every forward after this many post-warmup ones (-1: never)"),
+                   "tests only: the executor fails on every forward after this many post-warmup ones (-1: never)"),
+    "fault": ("LAYA_TEST_FAULT", "raise",
+              "tests only: how it fails: raise (a Python exception) or cuda (a device-side assert: a real CUDA error)"),
 }
 
 
@@ -44,9 +45,9 @@ class WorkerSettings:
     heartbeat_ttl_s: int
     result_ttl_s: int
     visibility_timeout_s: int
-    startup_timeout_s: int
     batch_chunk: int
     fail_after: int
+    fault: str
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -59,6 +60,8 @@ class WorkerSettings:
             except ValueError:
                 raise ValueError(f"{name}={raw!r} is not a valid {type(default).__name__}") from None
         values["model"] = contract.canonical_model(values["model"], "LAYA_MODEL")
+        if values["fault"] not in ("raise", "cuda"):
+            raise ValueError(f"LAYA_TEST_FAULT={values['fault']!r}; use raise or cuda")
         if values["executor"] not in ("auto", "reference", "cuda"):
             raise ValueError(f"LAYA_EXECUTOR={values['executor']!r}; use auto, reference or cuda")
         return cls(**values)

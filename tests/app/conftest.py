@@ -14,15 +14,18 @@ class FakeDispatcher:
     """Answers like the real one without Redis: `envelope` is what the worker 'returns'."""
 
     def __init__(self) -> None:
-        self.envelope = {"ok": True, "response": {"model": "laya-rl-agent", "answers": {}, "usage": {}},
-                         "timings": {"inference_ms": 1.0}}
+        self.envelope = {
+            "ok": True,
+            "response": {"model": "laya-rl-agent", "answers": {}, "usage": {}},
+            "timings": {"inference_ms": 1.0},
+        }
         self.ready, self.submitted, self.timeout = True, [], False
 
     def require_ready(self, model: str) -> None:
         if not self.ready:
             raise ApiError("unavailable", "no warm worker")
 
-    def submit(self, payload: dict, *, record: bool) -> str:
+    def submit(self, payload: dict, *, record: bool, trace: bool = False) -> str:
         self.submitted.append(payload)
         return "job-1"
 
@@ -40,8 +43,9 @@ class FakeDispatcher:
 
 @pytest.fixture
 def app():
-    app = create_app({"TESTING": True, "API_KEY": API_KEY, "REDIS_URL": "redis://127.0.0.1:1/0",
-                      "MAX_BODY_BYTES": 4096})
+    app = create_app(
+        {"TESTING": True, "API_KEY": API_KEY, "REDIS_URL": "redis://127.0.0.1:1/0", "MAX_BODY_BYTES": 4096}
+    )
     app.extensions["laya"] = FakeDispatcher()
     return app
 

@@ -49,16 +49,41 @@ def test_an_unexpected_exception_is_500_without_a_trace(client, dispatcher, monk
     assert body == {"status": 500, "error": "internal", "detail": "internal error (KeyError)"}
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"state": NaN, "questions": {}}',
+        b'{"state": "x", "questions": {"q": {"type": "noul", "instructions": -Infinity}}}',
+        b'{"state": [' + b"[" * 1990 + b"]" * 1990 + b'], "questions": {}}',  # past Python's own recursion limit
+        b'{"state": ' + b'{"a": ' * 200 + b"1" + b"}" * 200 + b', "questions": {}}',  # past the service's
+    ],
+)
+def test_json_that_is_not_strict_or_nests_too_deeply_is_400(client, dispatcher, body):
+    detail = error(client.post("/v1/systemone", data=body, content_type="application/json"), 400)["detail"]
+    assert "not valid JSON" in detail
+    assert dispatcher.submitted == []
+
+
+def test_nesting_up_to_the_limit_is_accepted(client, dispatcher):
+    depth = contract.LIMITS["max_json_depth"] - 1  # the body's own object is the first level
+    body = b'{"state": ' + b"[" * depth + b"]" * depth + b', "questions": {}}'
+    r = client.post("/v1/systemone", data=body, content_type="application/json")
+    assert r.status_code == 200, r.get_data(as_text=True)
+
+
 def test_rejected_requests_are_not_enqueued(client, dispatcher):
     client.post("/v1/systemone", json={"state": 3, "questions": {}})
     client.post("/v1/jobs", data="x", content_type="text/plain")
     assert dispatcher.submitted == []
 
 
-@pytest.mark.parametrize(("messages", "expected"), [
-    ({"questions": {"q1": {"value": {"type": ["Must be one of"]}}}}, ("questions.q1.type", "Must be one of")),
-    ({"states": {3: ["must be a string"]}}, ("states.3", "must be a string")),
-    ({"_schema": ["Invalid input type."]}, ("", "Invalid input type.")),
-])
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        ({"questions": {"q1": {"value": {"type": ["Must be one of"]}}}}, ("questions.q1.type", "Must be one of")),
+        ({"states": {3: ["must be a string"]}}, ("states.3", "must be a string")),
+        ({"_schema": ["Invalid input type."]}, ("", "Invalid input type.")),
+    ],
+)
 def test_first_error_names_a_dotted_field(messages, expected):
     assert first_error(messages) == expected

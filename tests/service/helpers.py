@@ -6,14 +6,14 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+
+from recipe.stack import free_port, wait_until
 
 REDIS_PASSWORD = "laya-test-password"
 API_KEY = "laya-test-key"
@@ -21,22 +21,6 @@ HEARTBEAT_TTL_S = 3  # short, so a stopped worker's readiness expires within the
 STARTUP_TIMEOUT_S = 180  # worker load + warmup on a loaded 2-core machine
 STACK_STARTUP_TIMEOUT_S = 300  # laya-stack: synthesizing checkpoints, then workers warming up side by side
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def wait_for_redis(url: str, popen: subprocess.Popen, what: str, timeout_s: float = 10) -> None:
@@ -149,7 +133,7 @@ class Launcher:
         port = free_port()
         process = self._start("api", [str(bin_dir / "laya-api")], {
             "LAYA_REDIS_URL": service.redis_url, "LAYA_HOST": "127.0.0.1", "LAYA_PORT": str(port),
-            "LAYA_API_THREADS": "16", **env})
+            "LAYA_API_THREADS": "16", "LAYA_TRACE": "1", **env})
         service.base_url = f"http://127.0.0.1:{port}"
         service.processes.append(process)
         wait_until(lambda: _answers(service.base_url), 30, f"laya-api on port {port}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 
@@ -54,23 +53,25 @@ def test_health_is_503_while_no_worker_is_warm_and_when_redis_is_gone(private_db
         unreachable.processes[-1].stop()
 
 
-def test_a_crash_mid_batch_loses_nothing(private_db, launcher):
-    """SIGKILL the pool child while it scores a batch: the task is requeued and finished, each state once."""
+def test_a_worker_killed_whole_mid_batch_loses_nothing(private_db, launcher):
+    """SIGKILL the worker while it scores a batch: once its heartbeat has expired, a fresh worker takes the
+    batch over (not after the hours-long visibility timeout) and finishes it, each state once, in order."""
     service = Service(private_db)
-    launcher.worker(service, LAYA_BATCH_CHUNK="2")
+    worker = launcher.worker(service, LAYA_BATCH_CHUNK="2")
     launcher.api(service)
     ready = service.wait_healthy()
-    child = ready["workers"][0]["pid"]
+    assert ready["workers"][0]["pid"] == worker.popen.pid  # one process runs the tasks: the solo pool
     states = [f"state {i} " + "words " * 60 for i in range(40)]
     batch_id = service.post("/v1/batches", json={"states": states, "questions": {"q": NOUL, "r": NOUL}}).json()["id"]
     wait_until(lambda: service.get(f"/v1/batches/{batch_id}").json()["done"] >= 2, 60, "the batch to start")
-    os.kill(child, signal.SIGKILL)
+    assert worker.stop(signal.SIGKILL) == -signal.SIGKILL
+    service.processes.remove(worker)
+    launcher.worker(service)
 
     done = wait_until(lambda: (b := service.get(f"/v1/batches/{batch_id}").json())["status"] == "done" and b,
-                      240, "the batch to finish on a fresh pool child")
+                      240, "the batch to finish on a fresh worker")
     assert done["done"] == done["total"] == len(done["results"]) == len(states)
-    pids = {w["pid"] for w in service.get("/health").json()["workers"]}
-    assert child not in pids
+    assert worker.popen.pid not in {w["pid"] for w in service.get("/health").json()["workers"]}
     for i in (0, 17, 39):  # order kept and no state scored twice into the list
         alone = service.post("/v1/systemone", json={"state": states[i], "questions": {"q": NOUL, "r": NOUL}})
         assert_same_answers(done["results"][i], alone.json())
@@ -114,4 +115,5 @@ def test_a_warming_worker_takes_nothing_from_the_queue(private_db, launcher):
     wait_until(ready_and_drained, 180, "the worker to warm up and take the job", interval_s=0.05)
     first_drained = next(i for i, (depth, _) in enumerate(samples) if depth == 0)
     assert first_drained > 0 and samples[first_drained][1]  # the queue kept the job all through the warmup
-    assert job.get(timeout=60)["ok"]
+    _, envelope = redis.blpop([contract.result_key(job.id)], timeout=60)
+    assert json.loads(envelope)["ok"]

@@ -97,6 +97,7 @@ BAD_LINES = {
                                  400),
     "nesting past the JSON parser's recursion limit": (b"[" * 100_000 + b"]" * 100_000, 400),
     "an integer past Python's digit limit": (b'{"state": ' + b"1" * 5000 + b', "questions": {}}', 400),
+    "a NaN literal, which JSON does not have": (b'{"state": NaN, "questions": {}}', 400),
 }
 
 

@@ -1,0 +1,208 @@
+"""Load: N concurrent sync clients for a bounded time against one worker, then two workers on one queue.
+
+Starts its own service (recipe/stack.py). Each client sends POST /v1/systemone in a closed loop over a
+fixed set of requests. Passes when no request fails, every answer is byte-equal to the same request
+answered alone (sent one at a time before the load), and no worker ran two tasks at once (by its own
+stamps of taking each task and sending its answer). Per N: p50/p99 latency and throughput.
+Writes load.json into --output.
+
+    python recipe/load.py --checkpoint DIR --output /tmp/load-1 [--clients 1,8,32,128] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from recipe.celery_floor import percentiles
+from recipe.client import Client
+from recipe.provenance import versions
+from recipe.stack import Stack, add_stack_arguments, wait_until
+from worker import contract
+
+QUESTIONS = {
+    "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
+    "topic": {"type": "choice", "instructions": "What is the topic?", "criteria": ["billing", "delivery", "login"]},
+    "anger": {"type": "score", "instructions": "How angry?", "criteria": ["calm", "annoyed", "furious"]},
+}
+REQUESTS = [
+    {"model": "english", "state": "Please refund the duplicate charge.", "questions": {"refund": QUESTIONS["refund"]}},
+    {"model": "english", "state": {"text": "My parcel is late again", "order": 7}, "questions": QUESTIONS},
+    {
+        "model": "english",
+        "state": ["hello", "my card was charged twice", "café Zürich 🙂"],
+        "questions": {"topic": QUESTIONS["topic"], "refund": QUESTIONS["refund"]},
+    },
+    {"model": "english", "state": "word " * 300, "questions": {"anger": QUESTIONS["anger"]}},
+]
+CLIENTS, SECONDS, WORKERS = (1, 8, 32, 128), 10.0, (1, 2)
+
+
+def answers_alone(frontend: str) -> list[bytes]:
+    client = Client(frontend, trace=False)
+    bodies = []
+    for payload in REQUESTS:
+        status, _, body = client.request("POST", "/v1/systemone", json.dumps(payload).encode())
+        if status != 200:
+            raise RuntimeError(f"a lone request answered {status}: {body[:300]!r}")
+        bodies.append(body)
+    return bodies
+
+
+def run_level(frontend: str, n_clients: int, seconds: float, expected: list[bytes]) -> dict:
+    """`n_clients` closed-loop callers for `seconds`; every outcome kept."""
+    outcomes: list[list[dict]] = [[] for _ in range(n_clients)]
+    bodies = [json.dumps(p).encode() for p in REQUESTS]
+    start = threading.Barrier(n_clients + 1)
+    deadline: list[float] = []
+
+    def caller(k: int) -> None:
+        client, j = Client(frontend), k
+        start.wait()
+        while time.monotonic() < deadline[0]:
+            i = j % len(REQUESTS)
+            t0 = time.perf_counter()
+            try:
+                status, headers, body = client.request("POST", "/v1/systemone", bodies[i])
+            except OSError as e:
+                outcomes[k].append({"request": i, "error": f"{type(e).__name__}: {e}"})
+                continue
+            outcomes[k].append(
+                {
+                    "request": i,
+                    "status": status,
+                    "ms": (time.perf_counter() - t0) * 1000,
+                    "equal": body == expected[i],
+                    "job_id": headers.get("x-job-id"),
+                }
+            )
+            j += 1
+        client.close()
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(n_clients)]
+    for t in threads:
+        t.start()
+    deadline.append(time.monotonic() + seconds)
+    began = time.monotonic()
+    start.wait()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - began
+    rows = [o for per_client in outcomes for o in per_client]
+    ok = [o for o in rows if o.get("status") == 200]
+    return {
+        "clients": n_clients,
+        "seconds": elapsed,
+        "requests": len(rows),
+        "answered": len(ok),
+        "failed": [o for o in rows if o.get("status") != 200][:20],
+        "n_failed": len(rows) - len(ok),
+        "not_byte_equal": sum(not o["equal"] for o in ok),
+        "throughput_rps": len(ok) / elapsed,
+        "latency": percentiles([o["ms"] for o in ok]) if ok else None,
+        "job_ids": [o["job_id"] for o in ok],
+    }
+
+
+def overlapping_tasks(redis_url: str, job_ids: list[str]) -> dict[str, int]:
+    """Per worker: how many tasks it took before it had sent the answer of the one before (its own stamps)."""
+    from redis import Redis
+
+    redis = Redis.from_url(redis_url)
+
+    def traces() -> list[dict] | None:
+        pipe = redis.pipeline()
+        for job_id in job_ids:
+            pipe.hgetall(contract.trace_key(job_id))
+        got = pipe.execute()
+        return got if all(b"result_sent" in t for t in got) else None
+
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for t in wait_until(traces, 30, "every task's trace"):
+        spans.setdefault(t[b"worker"].decode(), []).append((float(t[b"worker_received"]), float(t[b"result_sent"])))
+    return {
+        worker: sum(b[0] < a[1] for a, b in zip(sorted(s), sorted(s)[1:], strict=False)) for worker, s in spans.items()
+    }
+
+
+def save(output: Path, report: dict) -> None:
+    (output / "load.json").write_text(json.dumps({**report, "load_average": os.getloadavg()}, indent=2) + "\n")
+
+
+def main(
+    *,
+    checkpoint: Path,
+    output: Path,
+    clients: tuple[int, ...] = CLIENTS,
+    seconds: float = SECONDS,
+    workers: tuple[int, ...] = WORKERS,
+) -> int:
+    output.mkdir(parents=True, exist_ok=True)
+    report = {
+        "command": sys.argv,
+        "requests": REQUESTS,
+        "seconds_per_level": seconds,
+        "runs": [],
+        "cpus": os.cpu_count(),
+        "versions": versions(("laya-service", "celery", "kombu", "redis", "gunicorn")),
+    }
+    with Stack(checkpoint, output / "logs", api_threads=max(clients) + 8) as stack:
+        stack.start()
+        expected = answers_alone(stack.frontend)
+        for n_workers in workers:
+            while len(stack.workers) < n_workers:
+                stack.start_worker()
+            wait_until(lambda n=n_workers: len(stack.ready_workers()) >= n, 600, f"{n_workers} ready workers")
+            for n in clients:
+                level = run_level(stack.frontend, n, seconds, expected)
+                level["overlapping_tasks"] = overlapping_tasks(stack.redis_url, level.pop("job_ids"))
+                level["workers"] = n_workers
+                report["runs"].append(level)
+                save(output, report)  # a run cut short still leaves its figures
+                lat = level["latency"] or {}
+                print(
+                    f"load: {n_workers} worker(s), {n:3} clients: {level['answered']} answered, "
+                    f"{level['n_failed']} failed, {level['not_byte_equal']} not byte-equal, "
+                    f"{level['throughput_rps']:.1f}/s, p50 {lat.get('p50_ms', 0):.1f} ms, "
+                    f"p99 {lat.get('p99_ms', 0):.1f} ms, overlaps {sum(level['overlapping_tasks'].values())}"
+                )
+    save(output, report)
+    passed = all(
+        r["n_failed"] == 0 and r["not_byte_equal"] == 0 and not any(r["overlapping_tasks"].values())
+        for r in report["runs"]
+    )
+    print(f"load: {'passed' if passed else 'FAILED'}; every figure in {output / 'load.json'}")
+    return 0 if passed else 1
+
+
+def cli(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_stack_arguments(p, "load.json")
+    p.add_argument(
+        "--clients",
+        default=",".join(map(str, CLIENTS)),
+        help="comma-separated numbers of concurrent clients (default: %(default)s)",
+    )
+    p.add_argument("--seconds", type=float, default=SECONDS, help="time per level (default: %(default)s)")
+    p.add_argument(
+        "--workers",
+        default=",".join(map(str, WORKERS)),
+        help="comma-separated numbers of workers on the queue, in order (default: %(default)s)",
+    )
+    args = p.parse_args(argv)
+    return main(
+        checkpoint=args.checkpoint,
+        output=args.output,
+        clients=tuple(int(n) for n in args.clients.split(",")),
+        seconds=args.seconds,
+        workers=tuple(int(n) for n in args.workers.split(",")),
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -1,0 +1,18 @@
+"""recipe/load.py in short: 1 and 8 clients for 2 s against one worker, then two; byte-equal, no overlap."""
+
+from __future__ import annotations
+
+import json
+
+from recipe import load
+
+
+def test_load_short_form(checkpoint, tmp_path):
+    code = load.main(checkpoint=checkpoint, output=tmp_path, clients=(1, 8), seconds=2.0, workers=(1, 2))
+    report = json.loads((tmp_path / "load.json").read_text())
+    assert [(r["workers"], r["clients"]) for r in report["runs"]] == [(1, 1), (1, 8), (2, 1), (2, 8)]
+    for run in report["runs"]:
+        assert run["answered"] > 0 and run["n_failed"] == 0 and run["not_byte_equal"] == 0
+        assert not any(run["overlapping_tasks"].values())
+    assert len(report["runs"][-1]["overlapping_tasks"]) == 2  # both workers took tasks
+    assert code == 0
