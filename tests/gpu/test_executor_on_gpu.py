@@ -22,9 +22,10 @@ pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = {"tiny": os.environ.get("LAYA_TEST_BUNDLE_TINY", "bundles/tiny"),
            "large": os.environ.get("LAYA_TEST_BUNDLE_LARGE", "bundles/optimized")}
-# Distance to the fp32 reference allowed per probability: laya's own bf16 paths sit 0.004-0.023 from fp32 on
-# full-size random weights (DESIGN.md); the parity recipe measures ours against theirs class by class.
-MAX_DP = 0.05
+# Distance to the fp32 reference allowed per probability. On these random full-size weights laya 0.3.20's own
+# bf16 path reaches 0.06 to 0.21 from fp32 per class (docs/parity-h200-2026-12-03.json, the same H200 run);
+# a binding or ordering fault moved probabilities by 0.2 to 0.5. The parity recipe compares class by class.
+MAX_DP = 0.1
 MASKED_LOGIT = -1e4
 
 NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
@@ -179,6 +180,7 @@ def test_warmup_captures_the_common_buckets_and_reports_memory(setup):
 
 
 CUDA_ERROR_SCRIPT = """
+import os
 import sys
 import numpy as np
 from worker.batch import Batch
@@ -194,11 +196,12 @@ embed._args = (8,) + embed._args[1:]  # ids at address 8: an illegal address, as
 try:
     engine.executor.forward(batch)
 except RuntimeError as e:
-    print("first:", e)
+    print("first:", str(e).splitlines()[0], flush=True)
 try:
     engine.decide(payload)
 except ExecutorError as e:
-    print("then:", e)
+    print("then:", str(e).splitlines()[0], flush=True)
+os._exit(0)  # the context is broken for good: freeing its tensors at exit would abort the process
 """
 
 
