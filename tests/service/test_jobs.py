@@ -30,7 +30,7 @@ def test_504_past_the_sync_timeout_then_the_job_is_fetchable(stack, launcher):
     impatient = Service(stack.redis_url)
     launcher.api(impatient, LAYA_SYNC_TIMEOUT_S="0.5")
     try:
-        busy = {"states": ["word " * 400] * 6, "questions": {f"q{i}": NOUL for i in range(4)}}
+        busy = {"states": ["word " * 400] * 30, "questions": {f"q{i}": NOUL for i in range(4)}}
         assert stack.post("/v1/batches", json=busy).status_code == 202  # the worker's next seconds are taken
         r = impatient.post("/v1/systemone", json=PAYLOAD)
         assert r.status_code == 504, r.text

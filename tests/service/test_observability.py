@@ -17,7 +17,7 @@ def test_health_lists_the_warm_worker(stack):
 def test_info_describes_each_worker_from_its_heartbeat(stack):
     body = stack.get("/info").json()
     assert body["models"] == ["english"] and body["default_model"] == "english"
-    assert body["limits"] == {"max_questions": 16, "max_markers": 2048} and body["api"]["commit"]
+    assert body["limits"] == {"max_questions": 16, "max_markers": 2048, "max_json_depth": 128} and body["api"]["commit"]
     (worker,) = [w for w in body["workers"] if w["state"] == "ready"]
     info = worker["info"]
     assert info["model"] == "english" and info["executor"]["executor"] == "reference"
