@@ -131,11 +131,12 @@ def test_each_bucket_records_what_runs_each_entry_point(tiny_checkpoint):
 def test_routes_are_chosen_by_entry_and_m():
     routes = GemmRoutes.for_bundle("optimized")
     assert routes.route("gemm_qkv_bf16", 16) == CUBLAS
-    assert routes.route("gemm_geglu_bf16", 2560) == CUBLAS and routes.route("gemm_geglu_bf16", 2561) == TILELANG
+    assert routes.route("gemm_geglu_bf16", 128) == TILELANG and routes.route("gemm_geglu_bf16", 129) == CUBLAS
+    assert routes.route("gemm_geglu_bf16", 1024) == CUBLAS and routes.route("gemm_geglu_bf16", 1025) == TILELANG
     assert routes.route("attn_fwd_global_bf16", 16) == TILELANG
     assert GemmRoutes.for_bundle("original").route("gemm_qkv_bf16", 16) == TILELANG
     assert GemmRoutes.for_bundle("optimized", use_cublas=False).route("gemm_qkv_bf16", 16) == TILELANG
-    assert "gemm_geglu_bf16 M 1-2560" in routes.summary()
+    assert "gemm_geglu_bf16 M 129-1024" in routes.summary()
     with pytest.raises(ValueError, match="no GEMM routing table for tile configuration 'other'"):
         GemmRoutes.for_bundle("other")
 

@@ -413,11 +413,13 @@ class CudaExecutor:
         return torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
 
     def memory(self) -> dict:
-        """Device bytes held, in MiB: weights, workspaces (inputs included), graph pools (after captures)."""
+        """Device MiB held: weights, workspaces (inputs included), and what the process allocated beyond them
+        (graph pools, cuBLAS workspaces, the readout's cached temporaries; any other torch user in the process
+        counts there too). Read at startup, after the warmup's captures."""
         weights, workspaces = self.weights.nbytes(), self.ws.nbytes() + self.inputs.numel() * 4
         held = {"weights_mib": weights / MIB, "workspaces_mib": workspaces / MIB, "graphs": len(self._graphs)}
         if self.device.type == "cuda":
-            held["graph_pools_mib"] = max(0, self._allocated() - self._bytes_resident) / MIB
+            held["graphs_and_cublas_mib"] = max(0, self._allocated() - self._bytes_resident) / MIB
             held["reserved_mib"] = torch.cuda.memory_reserved(self.device) / MIB
         return {k: round(v, 1) if isinstance(v, float) else v for k, v in held.items()}
 

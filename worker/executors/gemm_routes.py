@@ -18,19 +18,19 @@ Ranges = tuple[tuple[int, int | None], ...]
 
 ROUTES: dict[str, dict[str, Ranges]] = {
     "original": {},
-    # docs/measurements/gemm-vs-cublas-h200-2026-12-02.csv (H200, cold weights, CUDA graphs; commit not recorded):
-    # torch.mm beat every optimized GEMM at every measured M (16 to 8192) by 1.07x to 3.55x. GeGLU on
-    # cuBLAS adds an elementwise gelu(a) * g pass over [M, 2F] that the fused kernel does not need; at
-    # M = 8192 the two were within 3% with that pass counted (unsourced: the pass is not in that file), so large M
-    # stays on the fused kernel.
+    # docs/measurements/gemm-routes-h200-2026-12-03.csv (recipe.gemm_routes at commit f9bd9c2: each GEMM as the
+    # executor runs it, cold weights, CUDA graphs): cuBLAS is faster for every plain and bias GEMM at every M from
+    # 16 to 8192 (1.1x to 3.7x), but for ReLU-FFN1 at M = 16 (0.97x). GeGLU on cuBLAS adds an elementwise pass
+    # over [M, 2F]: slower at M = 16 (0.64x), even at 80 and 128, faster only from 256 to 1024 (1.05x to 1.14x),
+    # slower from 2560 (0.74x to 0.82x). A measured M wins the range down to the previous measured M.
     "optimized": {
         "gemm_qkv_bf16": ((1, None),),
         "gemm_attn_out_bf16": ((1, None),),
-        "gemm_geglu_bf16": ((1, 2560),),
+        "gemm_geglu_bf16": ((129, 1024),),
         "gemm_mlp_out_bf16": ((1, None),),
         "gemm_head_qkv_bias_bf16": ((1, None),),
         "gemm_head_out_bias_bf16": ((1, None),),
-        "gemm_head_ffn1_bias_relu_bf16": ((1, None),),
+        "gemm_head_ffn1_bias_relu_bf16": ((17, None),),
         "gemm_head_ffn2_bias_bf16": ((1, None),),
     },
 }
