@@ -8,7 +8,7 @@ timeout 10 s) and keeps a load generator running the whole time: callers alterna
     worker-kill         the whole worker SIGKILLed mid-request and mid-batch, three times in a row, a
                         fresh one started each time (the solo pool has no child to kill apart)
     api-restart         the API stopped (SIGTERM) and started again
-    executor-failure    a worker whose executor fails (LAYA_TEST_FAIL_AFTER=0, or LAYA_TEST_FAULT=cuda on
+    executor-failure    a worker whose executor fails (recipe/faulty_executor.py; LAYA_FAULT=cuda on
                         a GPU: a real CUDA error): one 500, health 503, 200 again once a fresh worker is warm
     tampered-checkpoint (not by default: only the cuda executor has hashes to check) a worker given the
                         checkpoint with one changed byte refuses to start, naming the file
@@ -224,10 +224,10 @@ def api_restart(stack: Stack, load: Load) -> dict:
 
 
 def executor_failure(stack: Stack, load: Load) -> dict:
-    fault = {"LAYA_TEST_FAULT": "cuda"} if os.environ.get("LAYA_TEST_FAULT") == "cuda" else {}
+    kind = os.environ.get("LAYA_FAULT", "raise")
     for worker in stack.workers:
         stop(worker)
-    failing = stack.start_worker(LAYA_TEST_FAIL_AFTER="0", **fault)
+    failing = stack.start_worker(LAYA_EXECUTOR="recipe.faulty_executor:make", LAYA_FAULT=kind)
     stack.wait_ready(failing)
     wait_until(failed_record(stack), 120, "the executor to fail", TIMING_STEP_S)
     failed_at = time.monotonic()
@@ -236,7 +236,7 @@ def executor_failure(stack: Stack, load: Load) -> dict:
     wait_until(lambda: failing.poll() is not None, 60, "the failed worker to exit")
     stack.wait_ready(stack.start_worker())
     return {
-        "kind": "cuda" if fault else "injected",
+        "kind": "cuda" if kind == "cuda" else "injected",
         "failing_worker_status": failing.returncode,
         "health_503_within_s": unhealthy_after,
         "healthy_again_after_s": time.monotonic() - failed_at,

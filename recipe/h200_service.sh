@@ -8,7 +8,7 @@
 #                                   times per sample, the bare Celery floor per pool (recipe/http_overhead.py)
 #   OUT/load/load.json              issue 10: 1, 8, 32, 128 clients, one worker then two (recipe/load.py)
 #   OUT/gpu-fault/faults.json       issue 10: an executor failure under load, with a real CUDA error
-#                                   (LAYA_TEST_FAULT=cuda) when torch sees a GPU, and with LAYA_EXECUTOR=cuda
+#                                   (LAYA_FAULT=cuda, recipe/faulty_executor.py) when torch sees a GPU, and with LAYA_EXECUTOR=cuda
 #                                   a checkpoint with one changed byte refused (recipe/faults.py)
 # PYTHON overrides the interpreter (default python3). Exit status: the first step that failed, else 0.
 set -uo pipefail
@@ -35,7 +35,7 @@ fault=raise
 "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && fault=cuda
 faults=executor-failure
 [ "${LAYA_EXECUTOR:-}" = cuda ] && faults=executor-failure,tampered-checkpoint  # the bundle records the hashes
-LAYA_TEST_FAULT=$fault step gpu-fault 100 "$py" -m recipe.faults --checkpoint "$ckpt" --output "$out/gpu-fault" \
+LAYA_FAULT=$fault step gpu-fault 100 "$py" -m recipe.faults --checkpoint "$ckpt" --output "$out/gpu-fault" \
   --faults "$faults"
 echo "h200_service: done (status $status); everything is in $out" >&2
 exit "$status"

@@ -17,6 +17,7 @@ import sys
 from celery import Celery
 from celery.signals import task_received
 
+from laya_common.settings import or_exit
 from worker import contract, lifecycle, tracing
 from worker.settings import WorkerSettings, env_help
 from worker.version import add_version_flag
@@ -29,7 +30,7 @@ def make_celery(settings: WorkerSettings) -> Celery:
     return app
 
 
-settings = WorkerSettings.from_env()
+settings = or_exit("laya-worker", WorkerSettings.from_env)  # a bad LAYA_* value: one line, exit 2
 celery = make_celery(settings)
 
 

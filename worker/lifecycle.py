@@ -13,7 +13,6 @@ A worker that dies whole leaves its task to the others, or to the next one to st
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
 import os
@@ -107,28 +106,7 @@ def _load_engine(settings: WorkerSettings):
                     options=settings.executor_options())
     log.info("laya worker: %s", engine.startup_line())
     engine.warmup()
-    if settings.fail_after >= 0:
-        _inject_fault(engine, settings.fail_after, settings.fault)
     return engine
-
-
-def _inject_fault(engine, after: int, kind: str) -> None:
-    """Tests only (LAYA_TEST_FAIL_AFTER, LAYA_TEST_FAULT): the executor's forward fails once `after` calls have run,
-    raising a Python exception, or with a real CUDA error: an out-of-bounds index on the GPU, whose device-side
-    assert leaves the process's CUDA context unusable, as a faulty kernel would."""
-    forward, calls = engine.executor.forward, itertools.count()
-
-    def failing_forward(batch):
-        if next(calls) >= after:
-            if kind == "cuda":
-                import torch
-
-                table = torch.zeros(1, device="cuda")
-                table[torch.tensor([1 << 20], device="cuda")].sum().item()  # raises at the synchronizing .item()
-            raise RuntimeError("injected executor fault (LAYA_TEST_FAIL_AFTER)")
-        return forward(batch)
-
-    engine.executor.forward = failing_forward
 
 
 class Runtime:

@@ -18,7 +18,9 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
+from laya_common.settings import or_exit
 from worker import contract
+from worker.settings import WorkerSettings
 from worker.version import add_version_flag
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "laya"
@@ -48,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         p.error(str(e))
     env = dict(os.environ)
+    or_exit("laya-stack", lambda: WorkerSettings.from_env(env))  # before anything starts; the API checks its own
     env.setdefault("LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL)
     env["LAYA_MODELS"] = ",".join(models)
     processes: list[tuple[str, subprocess.Popen]] = []
@@ -75,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
             for i, (name, proc) in enumerate(processes):
                 if proc.poll() is None:
                     continue
-                if name not in worker_envs:
+                if name not in worker_envs or proc.returncode == 2:  # 2: a bad setting, which a restart repeats
                     print(f"laya-stack: {name} exited with status {proc.returncode}; stopping", file=sys.stderr)
-                    return 1
+                    return proc.returncode if proc.returncode == 2 else 1
                 print(f"laya-stack: {name} exited with status {proc.returncode}; starting a fresh one",
                       file=sys.stderr)
                 processes[i] = (name, start(name, ["laya-worker"], worker_envs[name]))

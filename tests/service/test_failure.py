@@ -16,7 +16,8 @@ PAYLOAD = request_body("Please refund the duplicate charge.", refund=NOUL)
 
 def test_executor_failure_is_500_stops_the_worker_and_health_is_503_until_a_fresh_one_is_warm(private_db, launcher):
     service = Service(private_db)
-    worker = launcher.worker(service, LAYA_TEST_FAIL_AFTER="0")  # warmup runs; every later forward raises
+    # every forward after the warmup raises
+    worker = launcher.worker(service, LAYA_EXECUTOR="recipe.faulty_executor:make")
     launcher.api(service)
     service.wait_healthy()
 

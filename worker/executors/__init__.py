@@ -7,7 +7,8 @@
         def describe(self) -> dict: ...
 
 `make_executor` builds one by name; "auto" takes the cuda executor when a Hopper GPU and a bundle that
-verifies against the checkpoint are both present, and says why it chose what it chose.
+verifies against the checkpoint are both present, and says why it chose what it chose. A name
+MODULE:FACTORY calls that factory (cfg, weights, checkpoint=, options=) for an executor of one's own.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def make_executor(name: str, cfg: ModelConfig, weights: dict, *, checkpoint: Pat
     ValueError (BundleRefused for a bundle that does not verify) when it cannot be built here.
     """
     kernels = None
+    if ":" in name:
+        return _plugin(name)(cfg, weights, checkpoint=checkpoint, options=options), f"plugin {name}"
     if name == "auto":
         name, why, kernels = _auto(checkpoint, options)
     elif name in EXECUTORS:
@@ -58,6 +61,17 @@ def make_executor(name: str, cfg: ModelConfig, weights: dict, *, checkpoint: Pat
 
         return ReferenceExecutor(cfg, weights, device=options.device), why
     return _cuda(cfg, weights, checkpoint, options, kernels), why
+
+
+def _plugin(name: str):
+    """The factory a MODULE:FACTORY executor name points at (an executor of one's own, or the fault tests')."""
+    import importlib
+
+    module, _, attr = name.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"executor {name!r}: {type(e).__name__}: {e}") from None
 
 
 def _auto(checkpoint: Path, options: ExecutorOptions) -> tuple[str, str, object]:

@@ -1,0 +1,54 @@
+"""An executor that fails on purpose, for the fault tests and recipes (not a service setting):
+
+    LAYA_EXECUTOR=recipe.faulty_executor:make  [LAYA_FAULT=raise|cuda]  [LAYA_FAULT_AFTER=N]
+
+It wraps the executor "auto" picks (the cuda one with a Hopper GPU and a verified bundle, else the reference
+one) and lets the engine's warmup run, then fails every forward after N more (default 0): raising a Python
+exception, or with a real CUDA error, an out-of-bounds index on the GPU whose device-side assert leaves the
+process's CUDA context unusable, as a faulty kernel would. The LAYA_FAULT* variables are read here alone.
+"""
+
+from __future__ import annotations
+
+import os
+
+from laya_common.settings import Setting, read
+
+WARMUP_FORWARDS = 2  # Engine.warmup answers one request at the smallest shape and one at the largest
+FAULT = {"kind": Setting("LAYA_FAULT", "raise", "how the executor fails", choices=("raise", "cuda")),
+         "after": Setting("LAYA_FAULT_AFTER", 0, "forwards answered after the warmup before the first failure")}
+
+
+def make(cfg, weights: dict, *, checkpoint, options):
+    """The factory `LAYA_EXECUTOR=recipe.faulty_executor:make` names (see `worker.executors.make_executor`)."""
+    from worker.executors import make_executor
+
+    inner, _ = make_executor("auto", cfg, weights, checkpoint=checkpoint, options=options)
+    fault = read(FAULT, os.environ)
+    return FaultyExecutor(inner, kind=fault["kind"], after=fault["after"])
+
+
+class FaultyExecutor:
+    def __init__(self, inner, *, kind: str, after: int) -> None:
+        self.inner, self.kind, self.answered_before_failing = inner, kind, WARMUP_FORWARDS + after
+        self.name = inner.name
+
+    def forward(self, batch):
+        if self.answered_before_failing <= 0:
+            self._fail()
+        self.answered_before_failing -= 1
+        return self.inner.forward(batch)
+
+    def describe(self) -> dict:
+        return {**self.inner.describe(), "fault": self.kind}
+
+    def __getattr__(self, name: str):  # admits, warmup, mapping: the wrapped executor's
+        return getattr(self.__dict__["inner"], name)
+
+    def _fail(self) -> None:
+        if self.kind == "cuda":
+            import torch
+
+            table = torch.zeros(1, device="cuda")
+            table[torch.tensor([1 << 20], device="cuda")].sum().item()  # raises at the synchronizing .item()
+        raise RuntimeError("injected executor fault (recipe.faulty_executor)")
