@@ -4,9 +4,9 @@
 
 Host: `Engine.decide` of each input under cProfile (50 calls after 10 warm-ups); OUT/host-<input>.txt holds
 the functions by cumulative and by own time. GPU: for each input's bucket, every launch of the executor's
-chain is captured alone, 20 times in a row, in a CUDA graph and replayed (3 warm-up, 10 timed); a launch's
-time is the median replay time / 20. OUT/chain.json holds every launch's time; OUT/chain.md sums them by
-entry point per input, against the executor time the chain adds up to.
+chain is captured alone, 20 times in a row, in a CUDA graph and replayed as `recipe.kernel_bench` replays
+(3 warm-up, 20 timed); a launch's time is the median replay time / 20. OUT/chain.json holds every
+launch's time; OUT/chain.md sums them by entry point per input.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from recipe.bench_inputs import INPUTS
+from recipe.kernel_bench import graph_launch_times_us
 
-REPEAT, WARMUP_REPLAYS, TIMED_REPLAYS = 20, 3, 10
+REPEAT = 20  # launches of one step per graph
 
 
 def host_profile(engine, payload: dict) -> str:
@@ -43,32 +44,9 @@ def host_profile(engine, payload: dict) -> str:
 
 def step_times_us(executor, key: tuple[int, int]) -> list[tuple[str, str, float]]:
     """(entry, what runs it, median us) for every launch of the bucket's chain, in chain order."""
-    import torch
-
     executor.warmup([key])  # valid inputs in place, the chain run once
-    stream = torch.cuda.Stream()
-    times = []
-    for step in executor._plan(key):
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            step()  # once outside capture: cuBLAS's workspace for this stream exists before it
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            for _ in range(REPEAT):
-                step()
-        for _ in range(WARMUP_REPLAYS):
-            graph.replay()
-        samples = []
-        for _ in range(TIMED_REPLAYS):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) * 1e3 / REPEAT)
-        times.append((step.entry, step.impl, statistics.median(samples)))
-    return times
+    return [(step.entry, step.impl, statistics.median(graph_launch_times_us([step] * REPEAT)))
+            for step in executor._plan(key)]
 
 
 def main(*, checkpoint: Path, bundle: Path, output: Path) -> int:

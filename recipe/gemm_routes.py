@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import functools
 import json
 import statistics
 import sys
@@ -23,39 +22,12 @@ from pathlib import Path
 import torch
 
 from bundle.loader import Kernels
-from recipe.kernel_bench import TIMED_REPLAYS, WARMUP_REPLAYS, make_args, weight_copies
+from recipe.kernel_bench import graph_launch_times_us, make_args, weight_copies
 from worker.executors.cuda import cublas_geglu, cublas_gemm
 
 # (rows, tokens) per timed shape; M = rows x tokens runs from one short row to 16 full ones
 SHAPES = ((1, 16), (1, 80), (1, 128), (1, 256), (3, 192), (2, 512), (5, 512), (8, 512), (16, 512))
 M_VALUES = tuple(r * t for r, t in SHAPES)
-
-
-def graph_time_us(launches: list, arguments: list) -> list[float]:
-    """Per-launch microseconds of `launches` run in turn inside one CUDA graph, per timed replay.
-
-    `arguments`: the tensors the launches were bound to, held here until the timing is done."""
-    stream = _capture_stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for launch in launches:
-            launch()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for launch in launches:
-            launch()
-    for _ in range(WARMUP_REPLAYS):
-        graph.replay()
-    samples = []
-    for _ in range(TIMED_REPLAYS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / len(launches))
-    return samples
 
 
 def ranges(ms: list[int]) -> list[list[int | None]]:
@@ -82,8 +54,11 @@ def main(*, bundle: Path, output: Path) -> int:
     for name in gemms:
         faster[name] = []
         for (R, L), m in zip(SHAPES, M_VALUES, strict=True):
-            timed = {route: statistics.median(graph_time_us(*launches_for(kernels, name, R, L, route)))
-                     for route in ("tilelang", "cublas")}
+            timed = {}
+            for route in ("tilelang", "cublas"):
+                launches, arguments = launches_for(kernels, name, R, L, route)
+                timed[route] = statistics.median(graph_launch_times_us(launches))
+                del arguments  # the tensors the launches were bound to, alive until here
             symbol = kernels.manifest.entries[name].tier_for(m).symbol
             rows.append({"entry": name, "M": m, "tilelang_symbol": symbol,
                          "tilelang_us": round(timed["tilelang"], 3), "cublas_us": round(timed["cublas"], 3),
@@ -102,11 +77,6 @@ def main(*, bundle: Path, output: Path) -> int:
     (output / "gemm_routes.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(json.dumps(table, indent=1))
     return 0
-
-
-@functools.cache
-def _capture_stream() -> torch.cuda.Stream:
-    return torch.cuda.Stream()  # one for every capture: torch keeps a cuBLAS workspace per stream
 
 
 def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str) -> tuple[list, list]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import math
 import statistics
@@ -65,17 +66,25 @@ def time_entry(kernels: Kernels, name: str, R: int, L: int) -> tuple[list[float]
     """Per-launch times (us) of `name` at R rows of L tokens, and the tier symbol that ran."""
     entry = kernels.manifest.entries[name]
     arg_sets = [make_args(kernels, name, R, L, copy) for copy in range(weight_copies(kernels, name))]
-    reps = max(MIN_REPS, len(arg_sets))
     launch = getattr(kernels, name)
-    stream = torch.cuda.Stream()
+    launches = [launch.bind(*arg_sets[i % len(arg_sets)]) for i in range(max(MIN_REPS, len(arg_sets)))]
+    return graph_launch_times_us(launches), entry.tier_for(R * L).symbol  # arg_sets alive until timed
+
+
+def graph_launch_times_us(launches: list) -> list[float]:
+    """Per-launch microseconds of `launches` (each launching on the current stream), run in turn inside one
+    CUDA graph: once outside capture (first touch; cuBLAS's workspace for the stream), captured, replayed
+    WARMUP_REPLAYS times, then TIMED_REPLAYS times with CUDA events: one sample per timed replay."""
+    stream = _capture_stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        launch(*arg_sets[0])  # outside capture: argument checks, first-touch
+        for launch in launches:
+            launch()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(reps):
-            launch(*arg_sets[i % len(arg_sets)])
+    with torch.cuda.graph(graph, stream=stream):
+        for launch in launches:
+            launch()
     for _ in range(WARMUP_REPLAYS):
         graph.replay()
     samples = []
@@ -85,8 +94,13 @@ def time_entry(kernels: Kernels, name: str, R: int, L: int) -> tuple[list[float]
         graph.replay()
         end.record()
         end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / reps)
-    return samples, entry.tier_for(R * L).symbol
+        samples.append(start.elapsed_time(end) * 1e3 / len(launches))
+    return samples
+
+
+@functools.cache
+def _capture_stream() -> torch.cuda.Stream:
+    return torch.cuda.Stream()  # one for every capture: torch keeps a cuBLAS workspace per stream
 
 
 def weight_copies(kernels: Kernels, name: str) -> int:

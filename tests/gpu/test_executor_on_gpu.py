@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from executor_requests import CHOICE, NOUL, REQUESTS, SCORE
 
 pytestmark = pytest.mark.gpu
 
@@ -28,16 +29,6 @@ BUNDLES = {"tiny": os.environ.get("LAYA_TEST_BUNDLE_TINY", "bundles/tiny"),
 MAX_DP = 0.1
 MASKED_LOGIT = -1e4
 
-NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
-CHOICE = {"type": "choice", "instructions": "Which department?",
-          "criteria": {"billing": "money", "shipping": "parcels", "tech": "bugs", "other": None}}
-SCORE = {"type": "score", "instructions": "How angry?", "criteria": ["calm", "annoyed", "angry", "furious"]}
-REQUESTS = [
-    {"state": "Please refund the duplicate charge.", "questions": {"q": NOUL}},
-    {"state": {"ticket": 7, "text": "my parcel is late"}, "questions": {"c": CHOICE, "s": SCORE, "n": NOUL}},
-    {"state": [{"role": "user", "content": "the app crashes " * 90}], "questions": {"s": SCORE}},
-    {"state": "refund " * 600, "questions": {f"q{i}": [NOUL, CHOICE, SCORE][i % 3] for i in range(16)}},
-]
 
 
 class Setup:

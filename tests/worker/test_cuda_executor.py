@@ -9,6 +9,7 @@ import collections
 import numpy as np
 import pytest
 from emulated_kernels import EmulatedKernels
+from executor_requests import CHOICE, NOUL, REQUESTS
 
 from bundle.export_tables import rope_tables
 from laya_common.model import GLOBAL, ModelConfig
@@ -27,16 +28,6 @@ ALL_CUBLAS = GemmRoutes("all-cublas", {entry: ((1, None),) for entry in ROUTES["
 # its fan-in (so options differ by whole logits): what the emulated chain shows, with room for another draw
 MAX_PROBABILITY_DIFFERENCE = 0.05
 
-NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
-CHOICE = {"type": "choice", "instructions": "Which department?",
-          "criteria": {"billing": "money", "shipping": "parcels", "tech": "bugs", "other": None}}
-SCORE = {"type": "score", "instructions": "How angry?", "criteria": ["calm", "annoyed", "angry", "furious"]}
-REQUESTS = [
-    {"state": "Please refund the duplicate charge.", "questions": {"q": NOUL}},
-    {"state": {"ticket": 7, "text": "my parcel is late"}, "questions": {"c": CHOICE, "s": SCORE, "n": NOUL}},
-    {"state": [{"role": "user", "content": "the app crashes " * 90}], "questions": {"s": SCORE}},
-    {"state": "refund " * 600, "questions": {f"q{i}": [NOUL, CHOICE, SCORE][i % 3] for i in range(16)}},
-]
 
 
 def probabilities(response: dict) -> list[float]:

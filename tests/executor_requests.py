@@ -1,0 +1,14 @@
+"""Requests both executor suites run (tests/worker with the kernels emulated, tests/gpu on the H200): one noul on
+a short state; three mixed questions over a JSON state; a score over a conversation; 16 mixed questions over a
+state past max_len (16 rows of 512 tokens)."""
+
+NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
+CHOICE = {"type": "choice", "instructions": "Which department?",
+          "criteria": {"billing": "money", "shipping": "parcels", "tech": "bugs", "other": None}}
+SCORE = {"type": "score", "instructions": "How angry?", "criteria": ["calm", "annoyed", "angry", "furious"]}
+REQUESTS = [
+    {"state": "Please refund the duplicate charge.", "questions": {"q": NOUL}},
+    {"state": {"ticket": 7, "text": "my parcel is late"}, "questions": {"c": CHOICE, "s": SCORE, "n": NOUL}},
+    {"state": [{"role": "user", "content": "the app crashes " * 90}], "questions": {"s": SCORE}},
+    {"state": "refund " * 600, "questions": {f"q{i}": [NOUL, CHOICE, SCORE][i % 3] for i in range(16)}},
+]
