@@ -1,12 +1,12 @@
 """Scale out on one host: one worker per GPU, all on one queue; throughput with 1 and 2 workers, then one killed.
 
     python -m recipe.scale_out --output OUT [--checkpoint DIR --bundle DIR] [--workers 1,2] [--clients 16]
-                               [--seconds 20] [--batch-states 64]
+                               [--seconds 20] [--batch-states 64] [--api-processes 1]
 
-Starts a private service (recipe/stack.py: Redis, the workers, one API). With a bundle (--bundle, default
-$LAYA_CUDA_BUNDLE), worker i runs the cuda executor on GPU i (CUDA_VISIBLE_DEVICES=i). Without one, each
-worker runs the reference executor on CPU with one thread (a core stands in for a GPU), on --checkpoint or
-else a tiny checkpoint synthesized into OUT/checkpoint.
+Starts a private service (recipe/stack.py: Redis, the workers, one API of --api-processes gunicorn processes).
+With a bundle (--bundle, default $LAYA_CUDA_BUNDLE), worker i runs the cuda executor on GPU i
+(CUDA_VISIBLE_DEVICES=i). Without one, each worker runs the reference executor on CPU with one thread (a core
+stands in for a GPU), on --checkpoint or else a tiny checkpoint synthesized into OUT/checkpoint.
 
 For each number of workers, in order (a level adds workers to those already warm), a bounded closed-loop
 load (recipe/load.py's run_level): --clients callers send the five benchmark inputs (recipe/bench_inputs.py)
@@ -240,6 +240,7 @@ def main(
     clients: int = CLIENTS,
     seconds: float = SECONDS,
     n_states: int = BATCH_STATES,
+    api_processes: int = 1,
 ) -> int:
     output.mkdir(parents=True)
     if checkpoint is None:
@@ -251,6 +252,7 @@ def main(
     report: dict = {
         "executor": "reference" if bundle is None else "cuda",
         "clients": clients,
+        "api_processes": api_processes,
         "seconds_per_level": seconds,
         "batch": {"states": n_states, "questions": BATCH_QUESTIONS},
         "levels": [],
@@ -262,7 +264,7 @@ def main(
         pool = Workers(stack, bundle)
         stack.start_redis()
         pool.grow_to(workers[0])
-        stack.start_api()
+        stack.start_api(LAYA_API_PROCESSES=str(api_processes))
         stack.wait_healthy()
         expected = answers_alone(stack.frontend, list(INPUTS.values()))
         for n in workers:
@@ -324,6 +326,12 @@ def cli(argv: list[str] | None = None) -> int:
         default=BATCH_STATES,
         help="states in each batch of the batch caller (default: %(default)s)",
     )
+    p.add_argument(
+        "--api-processes",
+        type=int,
+        default=1,
+        help="gunicorn processes of the API, should one fall behind the workers (default: %(default)s)",
+    )
     a = p.parse_args(argv)
     if a.output.exists():
         p.error(f"{a.output} exists; give a fresh directory")
@@ -346,6 +354,7 @@ def cli(argv: list[str] | None = None) -> int:
         clients=a.clients,
         seconds=a.seconds,
         n_states=a.batch_states,
+        api_processes=a.api_processes,
     )
 
 
