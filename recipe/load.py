@@ -135,6 +135,15 @@ def overlapping_tasks(spans: dict[str, list[tuple[float, float]]]) -> dict[str, 
     return {worker: sum(b[0] < a[1] for a, b in zip(s, s[1:], strict=False)) for worker, s in spans.items()}
 
 
+def outcome(level: dict) -> str:
+    """A level's failures, latency and overlaps, for its progress line."""
+    lat = level["latency"] or {}
+    return (
+        f"{level['n_failed']} failed, {level['not_byte_equal']} not byte-equal, p50 {lat.get('p50_ms', 0):.1f} ms, "
+        f"p99 {lat.get('p99_ms', 0):.1f} ms, overlaps {sum(level['overlapping_tasks'].values())}"
+    )
+
+
 def save(output: Path, report: dict) -> None:
     (output / "load.json").write_text(json.dumps({**report, "load_average": os.getloadavg()}, indent=2) + "\n")
 
@@ -169,12 +178,9 @@ def main(
                 level["workers"] = n_workers
                 report["runs"].append(level)
                 save(output, report)  # a run cut short still leaves its figures
-                lat = level["latency"] or {}
                 print(
                     f"load: {n_workers} worker(s), {n:3} clients: {level['answered']} answered, "
-                    f"{level['n_failed']} failed, {level['not_byte_equal']} not byte-equal, "
-                    f"{level['throughput_rps']:.1f}/s, p50 {lat.get('p50_ms', 0):.1f} ms, "
-                    f"p99 {lat.get('p99_ms', 0):.1f} ms, overlaps {sum(level['overlapping_tasks'].values())}"
+                    f"{level['throughput_rps']:.1f}/s, {outcome(level)}"
                 )
     save(output, report)
     passed = all(

@@ -42,7 +42,7 @@ from recipe.batch_throughput import run_batch
 from recipe.bench_inputs import BATCH_QUESTIONS, INPUTS, batch_states
 from recipe.benchmark import provenance
 from recipe.celery_floor import percentiles
-from recipe.load import answers_alone, overlapping_tasks, run_level, worker_spans
+from recipe.load import answers_alone, outcome, overlapping_tasks, run_level, worker_spans
 from recipe.provenance import versions
 from recipe.stack import Stack, stop, wait_until
 
@@ -272,13 +272,10 @@ def main(
             level = measure(stack, pool, clients=clients, seconds=seconds, expected=expected, states=states)
             report["levels"].append(level)
             save(output, report)  # a run cut short still leaves its figures
-            lat = level["latency"] or {}
             print(
-                f"scale_out: {n} worker(s): {level['requests_per_s']:.1f} requests/s "
-                f"(p50 {lat.get('p50_ms', 0):.1f} ms, p99 {lat.get('p99_ms', 0):.1f} ms), "
-                f"{level['states_per_s']:.1f} batch states/s, shares "
-                f"{[round(s['share'], 3) for s in level['served']]}, {level['n_failed']} failed, "
-                f"{level['not_byte_equal']} not byte-equal, overlaps {sum(level['overlapping_tasks'].values())}",
+                f"scale_out: {n} worker(s): {level['requests_per_s']:.1f} requests/s, "
+                f"{level['states_per_s']:.1f} batch states/s, "
+                f"shares {[round(s['share'], 3) for s in level['served']]}, {outcome(level)}",
                 flush=True,
             )
         report["worker_records"] = stack.ready_workers()
