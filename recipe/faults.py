@@ -127,6 +127,19 @@ def redis_restart(stack: Stack, load: Load) -> dict:
     }
 
 
+def held(redis) -> dict[bytes, str]:
+    """kombu's unacknowledged messages: delivery tag -> task id."""
+    from kombu.transport.redis import Channel
+
+    return {tag: json.loads(raw)[0]["headers"]["id"] for tag, raw in redis.hgetall(Channel.unacked_key).items()}
+
+
+def pending(redis, task_ids: set[str]) -> bool:
+    """Some of `task_ids` is still queued or taken and unacknowledged."""
+    queued = {json.loads(m)["headers"]["id"] for m in redis.lrange(contract.queue_name("english"), 0, -1)}
+    return bool(task_ids & (queued | set(held(redis).values())))
+
+
 def worker_kill(stack: Stack, load: Load) -> dict:
     from kombu.transport.redis import Channel
     from redis import Redis
@@ -134,17 +147,8 @@ def worker_kill(stack: Stack, load: Load) -> dict:
     redis, client, kills, batch_id = Redis.from_url(stack.redis_url), Client(stack.frontend, trace=False), [], None
     states = [f"batch state {i}: " + "my card was charged twice " * (5 + i % 7) for i in range(BATCH_STATES)]
 
-    def held() -> dict[bytes, str]:
-        """kombu's unacknowledged messages: delivery tag -> task id."""
-        return {tag: json.loads(raw)[0]["headers"]["id"] for tag, raw in redis.hgetall(Channel.unacked_key).items()}
-
     def batch_done() -> int:
         return json.loads(client.request("GET", f"/v1/batches/{batch_id}")[2])["done"]
-
-    def pending(task_ids: set[str]) -> bool:
-        """Some of `task_ids` is still queued or taken and unacknowledged."""
-        queued = {json.loads(m)["headers"]["id"] for m in redis.lrange(contract.queue_name("english"), 0, -1)}
-        return bool(task_ids & (queued | set(held().values())))
 
     for n, target in enumerate(KILL_TARGETS, start=1):
         if target == "batch":
@@ -157,13 +161,13 @@ def worker_kill(stack: Stack, load: Load) -> dict:
         worker, done_at_kill = next(w for w in stack.workers if w.poll() is None), None
         for _ in range(KILL_TRIES):  # until the kill finds a task in hand (between two, it is retried)
             wait_until(
-                lambda t=target, b=batch_id: any((i == b) == (t == "batch") for i in held().values()),
+                lambda t=target, b=batch_id: any((i == b) == (t == "batch") for i in held(redis).values()),
                 60,
                 f"the worker to hold a {target}",
             )
             done_at_kill = batch_done() if target == "batch" else None
             stop(worker, signal.SIGKILL)
-            orphans = held()  # nobody acknowledges anything now: what the dead worker held
+            orphans = held(redis)  # nobody acknowledges anything now: what the dead worker held
             if any((i == batch_id) == (target == "batch") for i in orphans.values()):
                 break
             worker = stack.start_worker()
@@ -175,7 +179,8 @@ def worker_kill(stack: Stack, load: Load) -> dict:
         # redelivered: back on the queue (same delivery tag); finished: run and acknowledged
         wait_until(
             lambda o=orphans: (
-                not any(redis.hexists(Channel.unacked_key, tag) for tag in o) or set(o.values()) - set(held().values())
+                not any(redis.hexists(Channel.unacked_key, tag) for tag in o)
+                or set(o.values()) - set(held(redis).values())
             ),
             120,
             "the killed worker's task to be redelivered",
@@ -183,7 +188,10 @@ def worker_kill(stack: Stack, load: Load) -> dict:
         )
         redelivered = time.monotonic()
         wait_until(
-            lambda o=orphans: not pending(set(o.values())), 300, "the killed worker's task to finish", TIMING_STEP_S
+            lambda o=orphans: not pending(redis, set(o.values())),
+            300,
+            "the killed worker's task to finish",
+            TIMING_STEP_S,
         )
         kills.append(
             {

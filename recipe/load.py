@@ -43,10 +43,10 @@ REQUESTS = [
 CLIENTS, SECONDS, WORKERS = (1, 8, 32, 128), 10.0, (1, 2)
 
 
-def answers_alone(frontend: str) -> list[bytes]:
+def answers_alone(frontend: str, requests: list[dict] = REQUESTS) -> list[bytes]:
     client = Client(frontend, trace=False)
     bodies = []
-    for payload in REQUESTS:
+    for payload in requests:
         status, _, body = client.request("POST", "/v1/systemone", json.dumps(payload).encode())
         if status != 200:
             raise RuntimeError(f"a lone request answered {status}: {body[:300]!r}")
@@ -54,10 +54,12 @@ def answers_alone(frontend: str) -> list[bytes]:
     return bodies
 
 
-def run_level(frontend: str, n_clients: int, seconds: float, expected: list[bytes]) -> dict:
-    """`n_clients` closed-loop callers for `seconds`; every outcome kept."""
+def run_level(
+    frontend: str, n_clients: int, seconds: float, expected: list[bytes], requests: list[dict] = REQUESTS
+) -> dict:
+    """`n_clients` closed-loop callers for `seconds`, each sending `requests` in turn; every outcome kept."""
     outcomes: list[list[dict]] = [[] for _ in range(n_clients)]
-    bodies = [json.dumps(p).encode() for p in REQUESTS]
+    bodies = [json.dumps(p).encode() for p in requests]
     start = threading.Barrier(n_clients + 1)
     deadline: list[float] = []
 
@@ -65,7 +67,7 @@ def run_level(frontend: str, n_clients: int, seconds: float, expected: list[byte
         client, j = Client(frontend), k
         start.wait()
         while time.monotonic() < deadline[0]:
-            i = j % len(REQUESTS)
+            i = j % len(bodies)
             t0 = time.perf_counter()
             try:
                 status, headers, body = client.request("POST", "/v1/systemone", bodies[i])
@@ -109,8 +111,8 @@ def run_level(frontend: str, n_clients: int, seconds: float, expected: list[byte
     }
 
 
-def overlapping_tasks(redis_url: str, job_ids: list[str]) -> dict[str, int]:
-    """Per worker: how many tasks it took before it had sent the answer of the one before (its own stamps)."""
+def worker_spans(redis_url: str, job_ids: list[str]) -> dict[str, list[tuple[float, float]]]:
+    """Per worker, in order, when it took each task and when it sent its answer (its own stamps)."""
     from redis import Redis
 
     redis = Redis.from_url(redis_url)
@@ -125,9 +127,21 @@ def overlapping_tasks(redis_url: str, job_ids: list[str]) -> dict[str, int]:
     spans: dict[str, list[tuple[float, float]]] = {}
     for t in wait_until(traces, 30, "every task's trace"):
         spans.setdefault(t[b"worker"].decode(), []).append((float(t[b"worker_received"]), float(t[b"result_sent"])))
-    return {
-        worker: sum(b[0] < a[1] for a, b in zip(sorted(s), sorted(s)[1:], strict=False)) for worker, s in spans.items()
-    }
+    return {worker: sorted(s) for worker, s in spans.items()}
+
+
+def overlapping_tasks(spans: dict[str, list[tuple[float, float]]]) -> dict[str, int]:
+    """Per worker: how many tasks it took before it had sent the answer of the one before."""
+    return {worker: sum(b[0] < a[1] for a, b in zip(s, s[1:], strict=False)) for worker, s in spans.items()}
+
+
+def outcome(level: dict) -> str:
+    """A level's failures, latency and overlaps, for its progress line."""
+    lat = level["latency"] or {}
+    return (
+        f"{level['n_failed']} failed, {level['not_byte_equal']} not byte-equal, p50 {lat.get('p50_ms', 0):.1f} ms, "
+        f"p99 {lat.get('p99_ms', 0):.1f} ms, overlaps {sum(level['overlapping_tasks'].values())}"
+    )
 
 
 def save(output: Path, report: dict) -> None:
@@ -160,16 +174,13 @@ def main(
             wait_until(lambda n=n_workers: len(stack.ready_workers()) >= n, 600, f"{n_workers} ready workers")
             for n in clients:
                 level = run_level(stack.frontend, n, seconds, expected)
-                level["overlapping_tasks"] = overlapping_tasks(stack.redis_url, level.pop("job_ids"))
+                level["overlapping_tasks"] = overlapping_tasks(worker_spans(stack.redis_url, level.pop("job_ids")))
                 level["workers"] = n_workers
                 report["runs"].append(level)
                 save(output, report)  # a run cut short still leaves its figures
-                lat = level["latency"] or {}
                 print(
                     f"load: {n_workers} worker(s), {n:3} clients: {level['answered']} answered, "
-                    f"{level['n_failed']} failed, {level['not_byte_equal']} not byte-equal, "
-                    f"{level['throughput_rps']:.1f}/s, p50 {lat.get('p50_ms', 0):.1f} ms, "
-                    f"p99 {lat.get('p99_ms', 0):.1f} ms, overlaps {sum(level['overlapping_tasks'].values())}"
+                    f"{level['throughput_rps']:.1f}/s, {outcome(level)}"
                 )
     save(output, report)
     passed = all(
