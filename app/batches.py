@@ -18,8 +18,11 @@ def submit():
     d = dispatcher()
     d.require_ready(model)
     batch_id = d.submit_batch(batch, model=model, total=total)
-    return jsonify({"id": batch_id, "status": "queued"}), 202, {"Location": f"/v1/batches/{batch_id}",
-                                                                 "x-laya-model": model}
+    return (
+        jsonify({"id": batch_id, "status": "queued"}),
+        202,
+        {"Location": f"/v1/batches/{batch_id}", "x-laya-model": model},
+    )
 
 
 @bp.get("/<batch_id>")

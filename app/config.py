@@ -19,25 +19,34 @@ MIB = 1 << 20
 SETTINGS = {
     "HOST": Setting("LAYA_HOST", "127.0.0.1", "address the API binds"),
     "PORT": Setting("LAYA_PORT", 8080, "port the API binds"),
-    "REDIS_URL": Setting("LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL,
-                         "broker and results (redis://, rediss://, redis://:password@...)"),
+    "REDIS_URL": Setting(
+        "LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL, "broker and results (redis://, rediss://, redis://:password@...)"
+    ),
     "API_KEY": Setting("LAYA_API_KEY", "", "bearer token every /v1 route requires (empty: no auth)"),
-    "MODELS": Setting("LAYA_MODELS", "english",
-                      "comma-separated Laya models served, the default first; each has the queue laya.<model>"),
-    "SYNC_TIMEOUT_S": Setting("LAYA_SYNC_TIMEOUT_S", 30.0,
-                              "how long POST /v1/systemone waits before answering 504 with the job id"),
-    "RESULT_TTL_S": Setting("LAYA_RESULT_TTL_S", contract.DEFAULT_RESULT_TTL_S,
-                            "how long jobs and batches stay fetchable"),
-    "MAX_BODY_BYTES": Setting("LAYA_MAX_BODY_BYTES", 1 * MIB,
-                              "body cap of /v1/systemone and /v1/jobs (counted while streaming)"),
+    "MODELS": Setting(
+        "LAYA_MODELS",
+        "english",
+        "comma-separated Laya models served, the default first; each has the queue laya.<model>",
+    ),
+    "SYNC_TIMEOUT_S": Setting(
+        "LAYA_SYNC_TIMEOUT_S", 30.0, "how long POST /v1/systemone waits before answering 504 with the job id"
+    ),
+    "RESULT_TTL_S": Setting(
+        "LAYA_RESULT_TTL_S", contract.DEFAULT_RESULT_TTL_S, "how long jobs and batches stay fetchable"
+    ),
+    "MAX_BODY_BYTES": Setting(
+        "LAYA_MAX_BODY_BYTES", 1 * MIB, "body cap of /v1/systemone and /v1/jobs (counted while streaming)"
+    ),
     "MAX_BATCH_BYTES": Setting("LAYA_MAX_BATCH_BYTES", 64 * MIB, "body cap of /v1/batches"),
     "MAX_BATCH_STATES": Setting("LAYA_MAX_BATCH_STATES", 10000, "most states (or JSON lines) in one batch"),
     "BATCH_PAGE_SIZE": Setting("LAYA_BATCH_PAGE_SIZE", 1000, "most results in one GET /v1/batches/<id> page"),
     "API_THREADS": Setting("LAYA_API_THREADS", 32, "gunicorn threads (each sync call holds one while it waits)"),
     "API_PROCESSES": Setting("LAYA_API_PROCESSES", 1, "gunicorn worker processes"),
-    "TRACE": Setting("LAYA_TRACE", False,
-                     "1: requests sending x-laya-trace: 1 get their stage times stored in Redis "
-                     "(recipe/http_overhead.py)"),
+    "TRACE": Setting(
+        "LAYA_TRACE",
+        False,
+        "1: requests sending x-laya-trace: 1 get their stage times stored in Redis (recipe/http_overhead.py)",
+    ),
 }
 DEFAULTS = {key: setting.default for key, setting in SETTINGS.items()}
 

@@ -19,8 +19,13 @@ from worker import contract
 log = logging.getLogger("laya.api")
 
 # The contract's table plus kinds that only HTTP has (they never cross Redis).
-ERROR_STATUS = {**contract.ERROR_STATUS, "method_not_allowed": 405, "uri_too_long": 414,
-                "header_fields_too_large": 431, "internal": 500}
+ERROR_STATUS = {
+    **contract.ERROR_STATUS,
+    "method_not_allowed": 405,
+    "uri_too_long": 414,
+    "header_fields_too_large": 431,
+    "internal": 500,
+}
 _KIND_BY_STATUS = {status: kind for kind, status in ERROR_STATUS.items()}  # 500 -> "internal", the later one
 
 

@@ -18,8 +18,16 @@ bp = Blueprint("info", __name__)
 @bp.get("/info")
 def info():
     """The served models (the default first), the API's version and limits, and every live worker's record."""
-    workers = [{k: w.get(k) for k in ("model", "node", "state", "version", "commit", "info")}
-               for w in dispatcher().workers()]
+    workers = [
+        {k: w.get(k) for k in ("model", "node", "state", "version", "commit", "info")} for w in dispatcher().workers()
+    ]
     models = current_app.config["SERVED_MODELS"]
-    return jsonify({"models": models, "default_model": models[0], "api": version_info(), "limits": contract.LIMITS,
-                    "workers": workers})
+    return jsonify(
+        {
+            "models": models,
+            "default_model": models[0],
+            "api": version_info(),
+            "limits": contract.LIMITS,
+            "workers": workers,
+        }
+    )

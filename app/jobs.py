@@ -16,8 +16,11 @@ def submit():
     d = dispatcher()
     d.require_ready(payload["model"])
     job_id = d.submit(payload, record=True)
-    return jsonify({"id": job_id, "status": "queued"}), 202, {"Location": f"/v1/jobs/{job_id}",
-                                                               "x-laya-model": payload["model"]}
+    return (
+        jsonify({"id": job_id, "status": "queued"}),
+        202,
+        {"Location": f"/v1/jobs/{job_id}", "x-laya-model": payload["model"]},
+    )
 
 
 @bp.get("/<job_id>")

@@ -32,8 +32,9 @@ class FleetCollector:
     def collect(self):
         depth = GaugeMetricFamily("laya_queue_depth", "Tasks waiting in the model's queue", labels=["model"])
         ready = GaugeMetricFamily("laya_workers_ready", "Workers warm and serving the model", labels=["model"])
-        executor = HistogramMetricFamily("laya_executor_seconds", "Engine time per task (batch: per chunk)",
-                                         labels=["model"])
+        executor = HistogramMetricFamily(
+            "laya_executor_seconds", "Engine time per task (batch: per chunk)", labels=["model"]
+        )
         try:
             ready_counts = ready_workers(self.dispatcher.workers(), self.models)
             for model in self.models:
@@ -42,8 +43,9 @@ class FleetCollector:
                 counts = self.dispatcher.executor_histogram(model)
                 cumulative = itertools.accumulate(counts.get(f"bucket:{b}", 0.0) for b in contract.EXECUTOR_BUCKETS)
                 buckets = [(str(b), n) for b, n in zip(contract.EXECUTOR_BUCKETS, cumulative, strict=True)]
-                executor.add_metric([model], buckets + [("+Inf", counts.get("count", 0.0))],
-                                    sum_value=counts.get("sum", 0.0))
+                executor.add_metric(
+                    [model], buckets + [("+Inf", counts.get("count", 0.0))], sum_value=counts.get("sum", 0.0)
+                )
         except Exception:  # Redis unreachable: the request metrics are still worth scraping
             return
         yield from (depth, ready, executor)
@@ -52,10 +54,19 @@ class FleetCollector:
 def init_app(app: Flask, dispatcher) -> None:
     multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
     registry = None if multiprocess else CollectorRegistry()
-    requests = Counter("laya_http_requests", "HTTP requests by route, method and status",
-                       ["route", "method", "status"], registry=registry)
-    latency = Histogram("laya_http_request_seconds", "HTTP request latency by route", ["route", "method"],
-                        buckets=LATENCY_BUCKETS, registry=registry)
+    requests = Counter(
+        "laya_http_requests",
+        "HTTP requests by route, method and status",
+        ["route", "method", "status"],
+        registry=registry,
+    )
+    latency = Histogram(
+        "laya_http_request_seconds",
+        "HTTP request latency by route",
+        ["route", "method"],
+        buckets=LATENCY_BUCKETS,
+        registry=registry,
+    )
     app.extensions["laya_metrics"] = (registry, FleetCollector(dispatcher, app.config["SERVED_MODELS"]))
 
     @app.before_request

@@ -11,11 +11,26 @@ from worker.version import version_info
 
 bp = Blueprint("openapi", __name__)
 
-COMPONENTS = (schemas.QuestionSchema, schemas.RequestSchema, schemas.BatchSchema, schemas.ResponseSchema,
-              schemas.ErrorSchema, schemas.SubmittedSchema, schemas.JobSchema, schemas.BatchStatusSchema,
-              schemas.HealthSchema, schemas.UsageSchema)
-_TYPES = {fields.String: "string", fields.Integer: "integer", fields.Float: "number", fields.Boolean: "boolean",
-          fields.Dict: "object", fields.List: "array"}
+COMPONENTS = (
+    schemas.QuestionSchema,
+    schemas.RequestSchema,
+    schemas.BatchSchema,
+    schemas.ResponseSchema,
+    schemas.ErrorSchema,
+    schemas.SubmittedSchema,
+    schemas.JobSchema,
+    schemas.BatchStatusSchema,
+    schemas.HealthSchema,
+    schemas.UsageSchema,
+)
+_TYPES = {
+    fields.String: "string",
+    fields.Integer: "integer",
+    fields.Float: "number",
+    fields.Boolean: "boolean",
+    fields.Dict: "object",
+    fields.List: "array",
+}
 
 
 def field_schema(field: fields.Field) -> dict:
@@ -77,44 +92,86 @@ def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) ->
 
     submit_errors = errors(400, 401, 413, 415, 422, 500, 503)
     id_param = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
-    page_params = [{"name": n, "in": "query", "schema": {"type": "integer", "minimum": m}}
-                   for n, m in (("offset", 0), ("limit", 1))]
+    page_params = [
+        {"name": n, "in": "query", "schema": {"type": "integer", "minimum": m}}
+        for n, m in (("offset", 0), ("limit", 1))
+    ]
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Laya decision service", "version": versions["version"], "x-commit": versions["commit"],
-                 "description": f"Laya typed decisions over the Jev /v1/systemone protocol. Models served: "
-                                f"{', '.join(models)} (default: {models[0]}). Limits: {limits}."},
+        "info": {
+            "title": "Laya decision service",
+            "version": versions["version"],
+            "x-commit": versions["commit"],
+            "description": f"Laya typed decisions over the Jev /v1/systemone protocol. Models served: "
+            f"{', '.join(models)} (default: {models[0]}). Limits: {limits}.",
+        },
         "components": {
             "schemas": {_name(s): schema_component(s) for s in COMPONENTS},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
         "paths": {
-            "/v1/systemone": {"post": {"summary": "Answer one request, waiting for it",
-                                       "requestBody": body("Request"),
-                                       "responses": {"200": resolved(answer("Response", "the answers, in order")),
-                                                     **submit_errors, **errors(504)}}},
-            "/v1/jobs": {"post": {"summary": "Submit one request; poll its Location",
-                                  "requestBody": body("Request"),
-                                  "responses": {"202": resolved(answer("Submitted", "queued")),
-                                                **submit_errors}}},
-            "/v1/jobs/{id}": {"get": {"summary": "A job's status, and its result when done", "parameters": id_param,
-                                      "responses": {"200": answer("Job", "status"), **errors(401, 404, 503)}}},
-            "/v1/batches": {"post": {"summary": "Submit many states (or JSON lines of requests) for scoring",
-                                     "requestBody": {"required": True, "content": {
-                                         "application/json": {"schema": {"$ref": ref("Batch")}},
-                                         "application/x-ndjson": {"schema": {
-                                             "type": "string", "description": "one Request per line"}}}},
-                                     "responses": {"202": resolved(answer("Submitted", "queued")),
-                                                   **submit_errors}}},
-            "/v1/batches/{id}": {"get": {"summary": "A batch's progress and a page of results, in input order",
-                                         "parameters": id_param + page_params,
-                                         "responses": {"200": answer("BatchStatus", "progress and results"),
-                                                       **errors(401, 404, 422, 503)}}},
-            "/health": {"get": {"summary": "200 while every served model has a warm worker", "security": [],
-                                "responses": {"200": answer("Health", "ready"), **errors(503)}}},
-            "/info": {"get": {"summary": "What serves this API: each worker's model, executor, bundle, kernel mapping, "
-                                        "limits and versions", "responses": {"200": {"description": "JSON"}}}},
+            "/v1/systemone": {
+                "post": {
+                    "summary": "Answer one request, waiting for it",
+                    "requestBody": body("Request"),
+                    "responses": {
+                        "200": resolved(answer("Response", "the answers, in order")),
+                        **submit_errors,
+                        **errors(504),
+                    },
+                }
+            },
+            "/v1/jobs": {
+                "post": {
+                    "summary": "Submit one request; poll its Location",
+                    "requestBody": body("Request"),
+                    "responses": {"202": resolved(answer("Submitted", "queued")), **submit_errors},
+                }
+            },
+            "/v1/jobs/{id}": {
+                "get": {
+                    "summary": "A job's status, and its result when done",
+                    "parameters": id_param,
+                    "responses": {"200": answer("Job", "status"), **errors(401, 404, 503)},
+                }
+            },
+            "/v1/batches": {
+                "post": {
+                    "summary": "Submit many states (or JSON lines of requests) for scoring",
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {"schema": {"$ref": ref("Batch")}},
+                            "application/x-ndjson": {
+                                "schema": {"type": "string", "description": "one Request per line"}
+                            },
+                        },
+                    },
+                    "responses": {"202": resolved(answer("Submitted", "queued")), **submit_errors},
+                }
+            },
+            "/v1/batches/{id}": {
+                "get": {
+                    "summary": "A batch's progress and a page of results, in input order",
+                    "parameters": id_param + page_params,
+                    "responses": {"200": answer("BatchStatus", "progress and results"), **errors(401, 404, 422, 503)},
+                }
+            },
+            "/health": {
+                "get": {
+                    "summary": "200 while every served model has a warm worker",
+                    "security": [],
+                    "responses": {"200": answer("Health", "ready"), **errors(503)},
+                }
+            },
+            "/info": {
+                "get": {
+                    "summary": "What serves this API: each worker's model, executor, bundle, kernel mapping, "
+                    "limits and versions",
+                    "responses": {"200": {"description": "JSON"}},
+                }
+            },
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text"}}}},
         },
     }
@@ -128,6 +185,14 @@ def _name(schema: type[Schema]) -> str:
 def openapi():
     from worker import contract
 
-    return jsonify(document({**contract.LIMITS, "max_body_bytes": current_app.config["MAX_BODY_BYTES"],
-                             "max_batch_states": current_app.config["MAX_BATCH_STATES"]},
-                            current_app.config["SERVED_MODELS"], version_info()))
+    return jsonify(
+        document(
+            {
+                **contract.LIMITS,
+                "max_body_bytes": current_app.config["MAX_BODY_BYTES"],
+                "max_batch_states": current_app.config["MAX_BATCH_STATES"],
+            },
+            current_app.config["SERVED_MODELS"],
+            version_info(),
+        )
+    )

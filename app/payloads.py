@@ -36,8 +36,9 @@ def read_body(limit: int) -> bytes:
 def require_content_type(*allowed: str) -> str:
     """:raise 415: the body is not one of `allowed` media types."""
     if request.mimetype not in allowed:
-        raise ApiError("unsupported_media_type",
-                       f"Content-Type {request.mimetype or '(none)'!r}; use {' or '.join(allowed)}")
+        raise ApiError(
+            "unsupported_media_type", f"Content-Type {request.mimetype or '(none)'!r}; use {' or '.join(allowed)}"
+        )
     return request.mimetype
 
 
@@ -70,8 +71,11 @@ def batch_request() -> tuple[dict, str, int]:
     model = requests[0]["model"]
     for number, payload in enumerate(requests, start=1):
         if payload["model"] != model:
-            raise ApiError("validation", f"line {number}: model {payload['model']!r}; a batch serves one model "
-                           f"(line 1: {model!r})", field=f"lines.{number}.model")
+            raise ApiError(
+                "validation",
+                f"line {number}: model {payload['model']!r}; a batch serves one model (line 1: {model!r})",
+                field=f"lines.{number}.model",
+            )
     return {"requests": requests}, model, len(requests)
 
 
@@ -88,8 +92,11 @@ def _json_lines(body: bytes, max_states: int) -> list[dict]:
             payload = REQUEST_SCHEMA.load(parse_json(line, where=f"line {number}"))
         except ValidationError as e:
             field, message = first_error(e.messages)
-            raise ApiError("validation", f"line {number}: {field}: {message}",
-                           field=f"lines.{number}" + (f".{field}" if field else "")) from None
+            raise ApiError(
+                "validation",
+                f"line {number}: {field}: {message}",
+                field=f"lines.{number}" + (f".{field}" if field else ""),
+            ) from None
         try:
             payload["model"] = resolved_model(payload["model"])
         except ApiError as e:

@@ -28,15 +28,24 @@ class QuestionSchema(Schema):
 
     type = fields.String(required=True, validate=validate.OneOf(QUESTION_TYPES))
     instructions = fields.Raw(required=True, allow_none=True, metadata={"description": "text the model answers"})
-    criteria = fields.Raw(allow_none=True, metadata={"description": "choice: labels or label->description; "
-                                                     "score: level descriptions; noul: true/false descriptions"})
+    criteria = fields.Raw(
+        allow_none=True,
+        metadata={
+            "description": "choice: labels or label->description; "
+            "score: level descriptions; noul: true/false descriptions"
+        },
+    )
     labels = fields.Raw(metadata={"description": "noul only: the words for true and false"})
 
 
 def _questions_field() -> fields.Dict:
-    return fields.Dict(keys=fields.String(), values=fields.Nested(QuestionSchema), required=True,
-                       validate=validate.Length(max=contract.LIMITS["max_questions"]),
-                       metadata={"description": "question id -> question; answers keep this order"})
+    return fields.Dict(
+        keys=fields.String(),
+        values=fields.Nested(QuestionSchema),
+        required=True,
+        validate=validate.Length(max=contract.LIMITS["max_questions"]),
+        metadata={"description": "question id -> question; answers keep this order"},
+    )
 
 
 def _model_field() -> fields.Raw:
@@ -91,8 +100,11 @@ class ResponseSchema(Schema):
     """What /v1/systemone answers (laya 0.3.20's response, byte for byte)."""
 
     model = fields.String()
-    answers = fields.Dict(keys=fields.String(), values=fields.Raw(),
-                          metadata={"description": "question id -> typed answer, in question order"})
+    answers = fields.Dict(
+        keys=fields.String(),
+        values=fields.Raw(),
+        metadata={"description": "question id -> typed answer, in question order"},
+    )
     usage = fields.Nested(UsageSchema)
 
 
@@ -118,15 +130,22 @@ class BatchStatusSchema(SubmittedSchema):
     done = fields.Integer(required=True)
     total = fields.Integer(required=True)
     offset = fields.Integer(required=True)
-    results = fields.List(fields.Raw(), required=True,
-                          metadata={"description": "from offset, in input order: a response or an error object"})
+    results = fields.List(
+        fields.Raw(),
+        required=True,
+        metadata={"description": "from offset, in input order: a response or an error object"},
+    )
     next = fields.String(metadata={"description": "the next page, while results remain beyond this one"})
     error = fields.Nested(ErrorSchema, metadata={"description": "when the batch failed (executor failure)"})
 
 
 class HealthSchema(Schema):
     status = fields.String(required=True, validate=validate.OneOf(("ok",)))
-    models = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True,
-                         metadata={"description": "each served model (LAYA_MODELS, the default first) -> warm workers"})
+    models = fields.Dict(
+        keys=fields.String(),
+        values=fields.Integer(),
+        required=True,
+        metadata={"description": "each served model (LAYA_MODELS, the default first) -> warm workers"},
+    )
     workers = fields.List(fields.Dict(), required=True)
     detail = fields.String()

@@ -42,8 +42,12 @@ def gunicorn_options(settings: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="laya-api", description=__doc__, epilog=config.env_help(),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="laya-api",
+        description=__doc__,
+        epilog=config.env_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--access-log", action="store_true", help="log every request to stderr")
     add_version_flag(p)
     args = p.parse_args(argv)
@@ -75,8 +79,10 @@ def write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
     4094 bytes: 414, header fields too many or too large: 431, a malformed request: 400): the same status
     with the API's JSON error body, where gunicorn's own is an HTML page."""
     body = json_error(status_int, f"{reason}: {mesg}")
-    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n")
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
     sock.sendall(head.encode("latin-1") + body)
 
 

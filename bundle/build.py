@@ -24,11 +24,17 @@ from laya_common.model import ModelConfig, ModelDims
 SOURCES = "src"  # generated sources, kept in the bundle for reading (each one's sha256 is in the manifest)
 
 
-def main(*, out: Path, tile_config: str = "optimized", jobs: int = 0, model: str = "large",
-         arch: str = "sm_90a") -> int:
+def main(
+    *, out: Path, tile_config: str = "optimized", jobs: int = 0, model: str = "large", arch: str = "sm_90a"
+) -> int:
     try:
-        manifest = build(Path(out), tile_config=tile_config, jobs=jobs or os.cpu_count() or 1,
-                         model=ModelDims.of(ModelConfig.from_preset(model)), arch=arch)
+        manifest = build(
+            Path(out),
+            tile_config=tile_config,
+            jobs=jobs or os.cpu_count() or 1,
+            model=ModelDims.of(ModelConfig.from_preset(model)),
+            arch=arch,
+        )
     except Exception as e:  # every failure ends the build with one message naming what failed
         print(f"laya-bundle build: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
@@ -71,8 +77,10 @@ def build(out: Path, *, tile_config: str, jobs: int, model: ModelDims, arch: str
     library = out / LIBRARY
     with tempfile.TemporaryDirectory(prefix="laya-bundle-") as tmp:
         objects = [Path(tmp) / f"{src.stem}.o" for src, *_ in jobs_to_compile]
-        with ThreadPoolExecutor(max_workers=jobs) as pool, \
-                tqdm(total=len(objects), desc=f"nvcc {arch}", unit="kernel") as bar:
+        with (
+            ThreadPoolExecutor(max_workers=jobs) as pool,
+            tqdm(total=len(objects), desc=f"nvcc {arch}", unit="kernel") as bar,
+        ):
             futures = [
                 pool.submit(nvcc.compile_object, src, obj, arch=arch, fast_math=fm, extra=flags, keep=keep)
                 for (src, fm, flags, keep), obj in zip(jobs_to_compile, objects, strict=True)
@@ -83,8 +91,9 @@ def build(out: Path, *, tile_config: str, jobs: int, model: ModelDims, arch: str
         nvcc.link_library(objects, library, arch=arch)
 
     exported = nvcc.exported_symbols(library)
-    missing = [s for e in entries.values() for t in e.tiers for s in (t.init, t.call, t.last_error)
-               if s not in exported]
+    missing = [
+        s for e in entries.values() for t in e.tiers for s in (t.init, t.call, t.last_error) if s not in exported
+    ]
     if missing:
         raise RuntimeError(f"{library} does not export {', '.join(missing)}")
 

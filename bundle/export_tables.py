@@ -68,8 +68,10 @@ def main(*, checkpoint: Path, out: Path, device: str | None = None) -> int:
     try:
         manifest = Manifest.read(out)
     except FileNotFoundError:
-        print(f"laya-bundle export-tables: {out} has no manifest.json; run `laya-bundle build {out}` first",
-              file=sys.stderr)
+        print(
+            f"laya-bundle export-tables: {out} has no manifest.json; run `laya-bundle build {out}` first",
+            file=sys.stderr,
+        )
         return 1
     config = ModelConfig.from_checkpoint(checkpoint)
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

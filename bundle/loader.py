@@ -50,9 +50,13 @@ class Kernels:
 
     def describe(self) -> dict:
         """Which bundle this is: its directory, tile configuration, hashes and build versions."""
-        return {"path": str(self.bundle), "tile_config": self.manifest.tile_config,
-                "manifest_sha256": sha256_file(self.bundle / MANIFEST),
-                "library_sha256": self.manifest.library["sha256"], "versions": self.manifest.versions}
+        return {
+            "path": str(self.bundle),
+            "tile_config": self.manifest.tile_config,
+            "manifest_sha256": sha256_file(self.bundle / MANIFEST),
+            "library_sha256": self.manifest.library["sha256"],
+            "versions": self.manifest.versions,
+        }
 
     def __getattr__(self, name: str) -> Launcher:
         try:
@@ -80,8 +84,11 @@ class Launcher:
             init.restype, init.argtypes = ctypes.c_int, []
             last_error.restype, last_error.argtypes = ctypes.c_char_p, []
             call.restype = ctypes.c_int
-            call.argtypes = [ctypes.c_void_p if a.is_tensor else ctypes.c_int for a in entry.args] + \
-                [ctypes.c_int] * len(self._extra_dims) + [ctypes.c_void_p]
+            call.argtypes = (
+                [ctypes.c_void_p if a.is_tensor else ctypes.c_int for a in entry.args]
+                + [ctypes.c_int] * len(self._extra_dims)
+                + [ctypes.c_void_p]
+            )
             self._calls[tier.symbol] = (init, call, last_error)
 
     def init(self) -> None:

@@ -117,8 +117,9 @@ class Manifest:
             name: EntryPoint(
                 name=e["name"],
                 family=e["family"],
-                args=tuple(Arg(a["name"], a["dtype"], None if a["shape"] is None else tuple(a["shape"]))
-                           for a in e["args"]),
+                args=tuple(
+                    Arg(a["name"], a["dtype"], None if a["shape"] is None else tuple(a["shape"])) for a in e["args"]
+                ),
                 dims=tuple(e["dims"]),
                 tiers=tuple(Tier(**t) for t in e["tiers"]),
             )

@@ -58,21 +58,33 @@ def compile_object(source: Path, obj: Path, *, arch: str, fast_math: bool, extra
 
 def strong_globals(obj: Path) -> set[str]:
     """Global symbols an object defines strongly (weak/COMDAT ones the linker merges by itself)."""
-    out = subprocess.run([tool("nm"), "-g", "--defined-only", str(obj)], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        [tool("nm"), "-g", "--defined-only", str(obj)], check=True, capture_output=True, text=True
+    ).stdout
     return {parts[2] for parts in map(str.split, out.splitlines()) if len(parts) == 3 and parts[1] in "TDBR"}
 
 
 def link_library(objects: list[Path], library: Path, *, arch: str) -> None:
     """One shared library from the objects; undefined symbols are an error, not a surprise at load."""
-    cmd = [tool("nvcc"), "--shared", *arch_flags(arch), "-cudart", "static", "-Xlinker", "--no-undefined",
-           *map(str, objects), "-o", str(library)]
+    cmd = [
+        tool("nvcc"),
+        "--shared",
+        *arch_flags(arch),
+        "-cudart",
+        "static",
+        "-Xlinker",
+        "--no-undefined",
+        *map(str, objects),
+        "-o",
+        str(library),
+    ]
     run(cmd, what=f"linking {library.name}")
 
 
 def exported_symbols(library: Path) -> set[str]:
-    out = subprocess.run([tool("nm"), "-D", "--defined-only", str(library)], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        [tool("nm"), "-D", "--defined-only", str(library)], check=True, capture_output=True, text=True
+    ).stdout
     return {line.split()[-1] for line in out.splitlines() if line.strip()}
 
 

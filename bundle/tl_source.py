@@ -106,8 +106,10 @@ def serialize_launches(source: str, symbol: str) -> str:
     launches = len(_LAUNCH.findall(source))
     serialized, n = _PDL_ALLOWED.subn(".programmaticStreamSerializationAllowed = 0;", source)
     if launches == 0 or n != launches:
-        raise AbiMismatch(f"{symbol}: expected one programmatic-serialization attribute per launch, found {n} "
-                          f"for {launches} launches: TileLang's stub layout changed")
+        raise AbiMismatch(
+            f"{symbol}: expected one programmatic-serialization attribute per launch, found {n} "
+            f"for {launches} launches: TileLang's stub layout changed"
+        )
     return serialized
 
 
@@ -115,7 +117,7 @@ def rename(source: str, symbol: str) -> str:
     """The source with init/call/get_last_error renamed to <symbol>_* and each kernel to <symbol>_kernel[N]."""
     kernels = list(dict.fromkeys(_KERNEL.findall(source)))
     if not kernels:
-        raise AbiMismatch(f"{symbol}: no extern \"C\" __global__ kernel in the generated source")
+        raise AbiMismatch(f'{symbol}: no extern "C" __global__ kernel in the generated source')
     for i, kernel in enumerate(kernels):
         new = f"{symbol}_kernel" + (str(i) if len(kernels) > 1 else "")
         source = re.sub(rf"\b{re.escape(kernel)}\b", new, source)

@@ -43,17 +43,27 @@ def verify(bundle: Path | str, checkpoint: Path | str) -> list[Mismatch]:
 
     found = []
     if manifest.versions.get("tilelang") != TILELANG_ABI:
-        found.append(Mismatch(str(bundle / MANIFEST), f"built with TileLang {manifest.versions.get('tilelang')}, "
-                                                      f"the loader speaks the host stub of {TILELANG_ABI}"))
+        found.append(
+            Mismatch(
+                str(bundle / MANIFEST),
+                f"built with TileLang {manifest.versions.get('tilelang')}, "
+                f"the loader speaks the host stub of {TILELANG_ABI}",
+            )
+        )
     found += _hashes(bundle, {manifest.library["file"]: manifest.library["sha256"]})
     missing_tables = [name for name in REQUIRED_TABLES if name not in manifest.tables]
     if missing_tables:
-        found.append(Mismatch(str(bundle / MANIFEST), f"records no {', '.join(missing_tables)}; "
-                                                      "run `laya-bundle export-tables`"))
+        found.append(
+            Mismatch(str(bundle / MANIFEST), f"records no {', '.join(missing_tables)}; run `laya-bundle export-tables`")
+        )
     found += _hashes(bundle, {name: t["sha256"] for name, t in manifest.tables.items()})
     if set(manifest.checkpoint) != set(ARTIFACTS):
-        found.append(Mismatch(str(bundle / MANIFEST), "records no hashes of the five checkpoint artifacts; "
-                                                      "run `laya-bundle export-tables`"))
+        found.append(
+            Mismatch(
+                str(bundle / MANIFEST),
+                "records no hashes of the five checkpoint artifacts; run `laya-bundle export-tables`",
+            )
+        )
     found += _hashes(checkpoint, manifest.checkpoint)
     found += _model_dims(checkpoint, manifest.model)
     return found

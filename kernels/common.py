@@ -25,4 +25,3 @@ def activate(x, act: str):
     if act == "relu":
         return T.max(x, 0.0)
     return x
-

@@ -48,24 +48,30 @@ def kernels(tile_config: str, model: ModelDims) -> list[KernelSpec]:
 
     for name in gemm.SHAPES:
         tiers = [
-            KernelTier(t["max_m"], {k: v for k, v in t.items() if k != "max_m"},
-                       lambda name=name, t=t: gemm.build(name, D, F, t))
+            KernelTier(
+                t["max_m"],
+                {k: v for k, v in t.items() if k != "max_m"},
+                lambda name=name, t=t: gemm.build(name, D, F, t),
+            )
             for t in gemm.TILE_CONFIGS[tile_config][name]
         ]
         add(name, "gemm", gemm, tiers)
     for name in norm.SHAPES:
         tiles = norm.TILE_CONFIGS[tile_config][name]
         make = lambda name=name, tiles=tiles: norm.build(  # noqa: E731
-            name, D, eps=model.norm_eps, vocab=model.vocab_size, tiles=tiles)
+            name, D, eps=model.norm_eps, vocab=model.vocab_size, tiles=tiles
+        )
         add(name, "norm", norm, [KernelTier(None, tiles, make)])
     for name in rope.SHAPES:
         tiles = rope.TILE_CONFIGS[tile_config][name]
         make = lambda name=name, tiles=tiles: rope.build(  # noqa: E731
-            name, model.num_heads, model.head_dim, max_len=model.max_len, tiles=tiles)
+            name, model.num_heads, model.head_dim, max_len=model.max_len, tiles=tiles
+        )
         add(name, "rope", rope, [KernelTier(None, tiles, make)])
     for name in attention.SHAPES:
         tiles = attention.TILE_CONFIGS[tile_config][name]
         make = lambda name=name, tiles=tiles: attention.build(  # noqa: E731
-            name, model.num_heads, model.head_dim, window=model.window, tiles=tiles)
+            name, model.num_heads, model.head_dim, window=model.window, tiles=tiles
+        )
         add(name, "attention", attention, [KernelTier(None, tiles, make)])
     return specs

@@ -51,15 +51,28 @@ class Preset:
         """`encoder/config.json` in the transformers 4.x layout the published checkpoints ship, less the special
         token ids (those come from the tokenizer a checkpoint is synthesized with)."""
         return {
-            "architectures": ["ModernBertModel"], "model_type": "modernbert",
-            "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-            "intermediate_size": self.intermediate_size, "num_hidden_layers": self.num_layers,
-            "num_attention_heads": self.num_heads, "hidden_activation": "gelu",
-            "max_position_embeddings": 8192, "norm_eps": 1e-5, "norm_bias": False,
-            "attention_bias": False, "mlp_bias": False, "attention_dropout": 0.0, "embedding_dropout": 0.0,
-            "mlp_dropout": 0.0, "global_attn_every_n_layers": self.global_attn_every_n_layers,
-            "local_attention": self.local_attention, "global_rope_theta": self.global_theta,
-            "local_rope_theta": self.local_theta, "initializer_range": 0.02, "tie_word_embeddings": True,
+            "architectures": ["ModernBertModel"],
+            "model_type": "modernbert",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_layers,
+            "num_attention_heads": self.num_heads,
+            "hidden_activation": "gelu",
+            "max_position_embeddings": 8192,
+            "norm_eps": 1e-5,
+            "norm_bias": False,
+            "attention_bias": False,
+            "mlp_bias": False,
+            "attention_dropout": 0.0,
+            "embedding_dropout": 0.0,
+            "mlp_dropout": 0.0,
+            "global_attn_every_n_layers": self.global_attn_every_n_layers,
+            "local_attention": self.local_attention,
+            "global_rope_theta": self.global_theta,
+            "local_rope_theta": self.local_theta,
+            "initializer_range": 0.02,
+            "tie_word_embeddings": True,
         }
 
     def agent_config(self) -> dict:
@@ -68,16 +81,48 @@ class Preset:
 
 
 MODEL_PRESETS = {
-    "tiny": Preset(hidden_size=128, intermediate_size=192, num_layers=4, num_heads=2, vocab_size=1280,
-                   tokenizer_vocab=1200, corpus_lines=3000),
+    "tiny": Preset(
+        hidden_size=128,
+        intermediate_size=192,
+        num_layers=4,
+        num_heads=2,
+        vocab_size=1280,
+        tokenizer_vocab=1200,
+        corpus_lines=3000,
+    ),
     # another depth and attention period, other thetas and window: configuration must come from the files
-    "tiny-alt": Preset(hidden_size=128, intermediate_size=160, num_layers=3, num_heads=2, vocab_size=1280,
-                       tokenizer_vocab=1200, corpus_lines=3000, global_attn_every_n_layers=2,
-                       local_attention=64, global_theta=80000.0, local_theta=5000.0),
+    "tiny-alt": Preset(
+        hidden_size=128,
+        intermediate_size=160,
+        num_layers=3,
+        num_heads=2,
+        vocab_size=1280,
+        tokenizer_vocab=1200,
+        corpus_lines=3000,
+        global_attn_every_n_layers=2,
+        local_attention=64,
+        global_theta=80000.0,
+        local_theta=5000.0,
+    ),
     # a second model for multi-model tests: its own width, depth and heads, and typed-decisions' 1024-token budget
-    "tiny-typed": Preset(hidden_size=96, intermediate_size=160, num_layers=2, num_heads=3, vocab_size=1280,
-                         tokenizer_vocab=1100, corpus_lines=3000, agent={"max_len": 1024}),
+    "tiny-typed": Preset(
+        hidden_size=96,
+        intermediate_size=160,
+        num_layers=2,
+        num_heads=3,
+        vocab_size=1280,
+        tokenizer_vocab=1100,
+        corpus_lines=3000,
+        agent={"max_len": 1024},
+    ),
     # ModernBERT-large's dimensions
-    "large": Preset(hidden_size=1024, intermediate_size=2624, num_layers=28, num_heads=16, vocab_size=50368,
-                    tokenizer_vocab=8000, corpus_lines=20000),
+    "large": Preset(
+        hidden_size=1024,
+        intermediate_size=2624,
+        num_layers=28,
+        num_heads=16,
+        vocab_size=50368,
+        tokenizer_vocab=8000,
+        corpus_lines=20000,
+    ),
 }

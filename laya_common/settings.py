@@ -57,8 +57,9 @@ def read(table: Mapping[str, Setting], environ: Mapping[str, str], *, overrides_
 
 def help_text(table: Mapping[str, Setting]) -> str:
     width = max(len(s.var) for s in table.values()) + 2
-    return "environment:\n" + "\n".join(f"  {s.var:{width}} {s.meaning} (default: {s.default!r})"
-                                        for s in table.values())
+    return "environment:\n" + "\n".join(
+        f"  {s.var:{width}} {s.meaning} (default: {s.default!r})" for s in table.values()
+    )
 
 
 def or_exit(prog: str, load: Callable[[], T]) -> T:

@@ -23,8 +23,9 @@ from worker.version import version_info
 
 def call(url: str, body: dict | None = None) -> dict:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"},
-                                     method="GET" if body is None else "POST")
+    request = urllib.request.Request(
+        url, data=data, headers={"Content-Type": "application/json"}, method="GET" if body is None else "POST"
+    )
     with urllib.request.urlopen(request, timeout=120) as response:
         return json.loads(response.read())
 
@@ -52,18 +53,30 @@ def main(*, frontend: str, output: Path, n_states: int) -> int:
     run_batch(frontend, states[:64])
     seconds, results = run_batch(frontend, states)
     errors = [r for r in results if "answers" not in r]
-    report = {"states": n_states, "seconds": seconds, "states_per_s": n_states / seconds,
-              "answered": len(results) - len(errors), "errors": errors[:5], "info": call(f"{frontend}/info"),
-              "command": sys.argv, "version": version_info()}
+    report = {
+        "states": n_states,
+        "seconds": seconds,
+        "states_per_s": n_states / seconds,
+        "answered": len(results) - len(errors),
+        "errors": errors[:5],
+        "info": call(f"{frontend}/info"),
+        "command": sys.argv,
+        "version": version_info(),
+    }
     (output / "batch_throughput.json").write_text(json.dumps(report, indent=1) + "\n")
-    print(f"batch_throughput: {n_states} states in {seconds:.2f} s: {n_states / seconds:.0f} states/s, "
-          f"{len(errors)} errors")
+    print(
+        f"batch_throughput: {n_states} states in {seconds:.2f} s: {n_states / seconds:.0f} states/s, "
+        f"{len(errors)} errors"
+    )
     return 1 if errors or len(results) != n_states else 0
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(prog="python -m recipe.batch_throughput", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m recipe.batch_throughput",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--frontend", default="http://127.0.0.1:8080", help="the API's base URL (default: %(default)s)")
     p.add_argument("--output", type=Path, required=True, help="a directory that does not exist yet")
     p.add_argument("--states", type=int, default=1000, help="states in the timed batch (default 1000)")

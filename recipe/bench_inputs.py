@@ -9,9 +9,39 @@ from __future__ import annotations
 
 import random
 
-WORDS = ("refund", "charge", "order", "parcel", "late", "broken", "account", "card", "bank", "invoice", "please",
-         "cancel", "upgrade", "price", "login", "error", "crash", "support", "urgent", "thanks", "angry", "happy",
-         "delivery", "return", "replace", "subscription", "security", "fraud", "transfer", "balance", "today")
+WORDS = (
+    "refund",
+    "charge",
+    "order",
+    "parcel",
+    "late",
+    "broken",
+    "account",
+    "card",
+    "bank",
+    "invoice",
+    "please",
+    "cancel",
+    "upgrade",
+    "price",
+    "login",
+    "error",
+    "crash",
+    "support",
+    "urgent",
+    "thanks",
+    "angry",
+    "happy",
+    "delivery",
+    "return",
+    "replace",
+    "subscription",
+    "security",
+    "fraud",
+    "transfer",
+    "balance",
+    "today",
+)
 
 
 def words(n: int, seed: int) -> str:
@@ -20,11 +50,21 @@ def words(n: int, seed: int) -> str:
 
 
 NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund of the duplicate charge?"}
-CHOICE4 = {"type": "choice", "instructions": "Which team should handle this?",
-           "criteria": {"billing": "payments, refunds and invoices", "shipping": "parcels and delivery",
-                        "technical": "errors, crashes and logins", "other": None}}
-SCORE5 = {"type": "score", "instructions": "How urgent is this ticket?",
-          "criteria": ["not urgent", "low", "medium", "high", "critical"]}
+CHOICE4 = {
+    "type": "choice",
+    "instructions": "Which team should handle this?",
+    "criteria": {
+        "billing": "payments, refunds and invoices",
+        "shipping": "parcels and delivery",
+        "technical": "errors, crashes and logins",
+        "other": None,
+    },
+}
+SCORE5 = {
+    "type": "score",
+    "instructions": "How urgent is this ticket?",
+    "criteria": ["not urgent", "low", "medium", "high", "critical"],
+}
 
 
 def _mixed(n: int) -> dict:
@@ -35,9 +75,17 @@ def _mixed(n: int) -> dict:
 INPUTS: dict[str, dict] = {
     "1x77 noul": {"model": "english", "state": words(16, 1), "questions": {"refund": NOUL}},
     "3x183 mixed": {"model": "english", "state": words(99, 2), "questions": _mixed(3)},
-    "1x416 choice16": {"model": "english", "state": words(202, 3), "questions": {"topic": {
-        "type": "choice", "instructions": "Which topic is this ticket about?",
-        "criteria": {f"topic{i}": words(6, 100 + i) for i in range(16)}}}},
+    "1x416 choice16": {
+        "model": "english",
+        "state": words(202, 3),
+        "questions": {
+            "topic": {
+                "type": "choice",
+                "instructions": "Which topic is this ticket about?",
+                "criteria": {f"topic{i}": words(6, 100 + i) for i in range(16)},
+            }
+        },
+    },
     "5x512 long document": {"model": "english", "state": words(900, 4), "questions": _mixed(5)},
     "16x512 mixed": {"model": "english", "state": words(900, 5), "questions": _mixed(16)},
 }

@@ -109,8 +109,12 @@ def stats(values: list[float | None]) -> dict | None:
     if not values:
         return None
     ordered = sorted(values)
-    return {"median": statistics.median(values), "p90": ordered[int(0.9 * (len(ordered) - 1))],
-            "min": ordered[0], "max": ordered[-1]}
+    return {
+        "median": statistics.median(values),
+        "p90": ordered[int(0.9 * (len(ordered) - 1))],
+        "min": ordered[0],
+        "max": ordered[-1],
+    }
 
 
 # ---- what the hardware allows, measured in the same run
@@ -166,8 +170,9 @@ def sha256(path: Path) -> str:
 def gpu_state() -> dict:
     fields = "name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,utilization.gpu"
     try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20).stdout.strip()
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError) as e:
         return {"error": str(e)}
     return dict(zip(fields.split(","), (v.strip() for v in out.split(",")), strict=False))
@@ -177,12 +182,18 @@ def provenance(checkpoint: Path, bundle: Path | None) -> dict:
     from laya_common.checkpoint import artifact_hashes
 
     inputs = json.dumps(INPUTS, sort_keys=True).encode()
-    found = {"versions": versions(("laya-service", "torch", "laya", "laya-cuda", "tilelang", "transformers")),
-             "checkpoint": {"path": str(checkpoint), "artifacts": artifact_hashes(checkpoint)},
-             "inputs_sha256": hashlib.sha256(inputs).hexdigest(), "command": sys.argv}
+    found = {
+        "versions": versions(("laya-service", "torch", "laya", "laya-cuda", "tilelang", "transformers")),
+        "checkpoint": {"path": str(checkpoint), "artifacts": artifact_hashes(checkpoint)},
+        "inputs_sha256": hashlib.sha256(inputs).hexdigest(),
+        "command": sys.argv,
+    }
     if bundle is not None:
-        found["bundle"] = {"path": str(bundle), "manifest_sha256": sha256(bundle / "manifest.json"),
-                           "library_sha256": sha256(bundle / "liblaya_kernels.so")}
+        found["bundle"] = {
+            "path": str(bundle),
+            "manifest_sha256": sha256(bundle / "manifest.json"),
+            "library_sha256": sha256(bundle / "liblaya_kernels.so"),
+        }
     return found
 
 
@@ -195,11 +206,13 @@ def run_inputs(systems: dict, output: Path, *, warmups: int, samples: int) -> di
         for name, payload in INPUTS.items():
             samples_by_input[name] = {}
             for system_name, system in systems.items():
+
                 def log(line: str, tag=f"{name} | {system_name}") -> None:
                     log_file.write(f"{tag} | {line}\n")
 
-                samples_by_input[name][system_name] = time_input(system, payload, warmups=warmups, samples=samples,
-                                                                 log=log)
+                samples_by_input[name][system_name] = time_input(
+                    system, payload, warmups=warmups, samples=samples, log=log
+                )
                 median = statistics.median(samples_by_input[name][system_name]["engine_ms"])
                 print(f"{name:22} {system_name:16} median {median:8.3f} ms", flush=True)
     return samples_by_input
@@ -213,12 +226,15 @@ def summarize(samples: dict, engine, ceiling: dict | None) -> dict:
         for system_name, s in by_system.items():
             entry["systems"][system_name] = {"engine": stats(s["engine_ms"]), "executor": stats(s["executor_ms"])}
         ours = entry["systems"][OURS]["engine"]["median"]
-        entry["speedup"] = {other: round(v["engine"]["median"] / ours, 3)
-                            for other, v in entry["systems"].items() if other != OURS}
+        entry["speedup"] = {
+            other: round(v["engine"]["median"] / ours, 3) for other, v in entry["systems"].items() if other != OURS
+        }
         if ceiling:
             cost = model_cost(engine.config, [len(r.ids) for r in rows])
-            entry["floors_ms"] = {"flops": cost["flops"] / (ceiling["matmul_tflops"] * 1e12) * 1e3,
-                                  "bytes": cost["bytes"] / (ceiling["copy_tbps"] * 1e12) * 1e3}
+            entry["floors_ms"] = {
+                "flops": cost["flops"] / (ceiling["matmul_tflops"] * 1e12) * 1e3,
+                "bytes": cost["bytes"] / (ceiling["copy_tbps"] * 1e12) * 1e3,
+            }
             executor = entry["systems"][OURS]["executor"]
             if executor:
                 entry["matmul_share"] = entry["floors_ms"]["flops"] / executor["median"]
@@ -269,8 +285,7 @@ def plot(samples: dict, path: Path) -> None:
         ax.set_title(name, fontsize=10)
         ax.set_ylabel("engine time, ms (log)")
         for i, d in enumerate(data, start=1):
-            ax.annotate(f"{statistics.median(d):.2f}", (i, statistics.median(d)), fontsize=7, ha="center",
-                        va="bottom")
+            ax.annotate(f"{statistics.median(d):.2f}", (i, statistics.median(d)), fontsize=7, ha="center", va="bottom")
     fig.suptitle("B=1 engine time per input: median, box 25-75%, whiskers 10-90%")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -284,15 +299,18 @@ def main(args: argparse.Namespace) -> int:
     output: Path = args.output
     output.mkdir(parents=True)
     before = gpu_state()
-    options = ExecutorOptions(bundle=args.bundle, eager=args.eager, original_rope=args.original_rope,
-                              cublas=not args.tilelang_only)
+    options = ExecutorOptions(
+        bundle=args.bundle, eager=args.eager, original_rope=args.original_rope, cublas=not args.tilelang_only
+    )
     t0 = time.perf_counter()
     systems = {OURS: Ours(args.checkpoint, args.executor, options)}
     startup = [f"{OURS}: {systems[OURS].engine.startup_line()} (load + warmup {time.perf_counter() - t0:.1f} s)"]
     if args.compare:
-        for name, make in (("laya stock bf16", lambda: LayaAgent(args.checkpoint, fast=False)),
-                           ("laya fast", lambda: LayaAgent(args.checkpoint, fast=True)),
-                           ("laya-cuda", lambda: LayaCuda(args.checkpoint))):
+        for name, make in (
+            ("laya stock bf16", lambda: LayaAgent(args.checkpoint, fast=False)),
+            ("laya fast", lambda: LayaAgent(args.checkpoint, fast=True)),
+            ("laya-cuda", lambda: LayaCuda(args.checkpoint)),
+        ):
             t0 = time.perf_counter()
             try:
                 systems[name] = make()
@@ -309,9 +327,16 @@ def main(args: argparse.Namespace) -> int:
         summary["batch_scoring"] = batch_scoring(systems)
     described = engine.executor.describe()
     record = provenance(args.checkpoint, args.bundle if engine.executor.name == "cuda" else None)
-    record.update(gpu_before=before, gpu_after=gpu_state(), torch=torch.__version__, executor=described,
-                  kernel_mapping=engine.executor.mapping() if hasattr(engine.executor, "mapping") else {},
-                  inputs=INPUTS, warmups=args.warmups, samples=args.samples)
+    record.update(
+        gpu_before=before,
+        gpu_after=gpu_state(),
+        torch=torch.__version__,
+        executor=described,
+        kernel_mapping=engine.executor.mapping() if hasattr(engine.executor, "mapping") else {},
+        inputs=INPUTS,
+        warmups=args.warmups,
+        samples=args.samples,
+    )
     (output / "samples.json").write_text(json.dumps(samples) + "\n")
     (output / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     (output / "provenance.json").write_text(json.dumps(record, indent=1) + "\n")
@@ -321,8 +346,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m recipe.benchmark", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m recipe.benchmark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True, help="a full-size checkpoint")
     p.add_argument("--bundle", type=Path, help="a bundle verified against it (for the cuda executor)")
     p.add_argument("--output", type=Path, required=True, help="a directory that does not exist yet")

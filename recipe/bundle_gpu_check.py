@@ -24,11 +24,17 @@ from recipe.provenance import versions
 
 TABLES = ("rope_global_cos", "rope_global_sin", "rope_local_cos", "rope_local_sin")
 REQUESTS = {
-    "1 noul, short state": {"state": "Please refund the duplicate charge on my card. " * 3,
-                            "questions": {"q": {"type": "noul", "instructions": "Refund?"}}},
-    "16 choice, 512 tokens": {"state": "word " * 1000, "questions": {
-        f"q{i}": {"type": "choice", "instructions": "Which topic?", "criteria": ["billing", "shipping", "other"]}
-        for i in range(16)}},
+    "1 noul, short state": {
+        "state": "Please refund the duplicate charge on my card. " * 3,
+        "questions": {"q": {"type": "noul", "instructions": "Refund?"}},
+    },
+    "16 choice, 512 tokens": {
+        "state": "word " * 1000,
+        "questions": {
+            f"q{i}": {"type": "choice", "instructions": "Which topic?", "criteria": ["billing", "shipping", "other"]}
+            for i in range(16)
+        },
+    },
 }
 
 
@@ -42,15 +48,20 @@ def main(*, checkpoint: Path, bundle: Path, output: Path, warmups: int = 5, samp
     from worker.executors import ExecutorOptions
 
     output.mkdir(parents=True, exist_ok=True)
-    result: dict = {"command": sys.argv, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                    "versions": versions(("laya-service",))}
+    result: dict = {
+        "command": sys.argv,
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "versions": versions(("laya-service",)),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         cpu_bundle = Path(tmp)
         for name in ("manifest.json", "liblaya_kernels.so"):
             shutil.copy(bundle / name, cpu_bundle / name)
         export_tables.main(checkpoint=checkpoint, out=cpu_bundle, device="cpu")
-        result["gpu_vs_cpu_tables"] = {name: _differences(bundle / f"{name}.f32", cpu_bundle / f"{name}.f32")
-                                       for name in TABLES}
+        result["gpu_vs_cpu_tables"] = {
+            name: _differences(bundle / f"{name}.f32", cpu_bundle / f"{name}.f32") for name in TABLES
+        }
     result["verify_mismatches"] = [str(m) for m in verify(bundle, checkpoint)]
     Kernels(bundle).init()
     result["loader_init"] = "ok"
@@ -67,8 +78,11 @@ def main(*, checkpoint: Path, bundle: Path, output: Path, warmups: int = 5, samp
             times.append((time.perf_counter() - start) * 1e3)
         result[f"reference_fp32_ms[{name}]"] = {"median": statistics.median(times), "samples": times}
     (output / "gpu_bundle_check.json").write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: v["median"] if isinstance(v, dict) and "median" in v else v for k, v in result.items()},
-                     indent=1))
+    print(
+        json.dumps(
+            {k: v["median"] if isinstance(v, dict) and "median" in v else v for k, v in result.items()}, indent=1
+        )
+    )
     return 0 if not result["verify_mismatches"] else 1
 
 

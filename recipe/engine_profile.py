@@ -45,8 +45,10 @@ def host_profile(engine, payload: dict) -> str:
 def step_times_us(executor, key: tuple[int, int]) -> list[tuple[str, str, float]]:
     """(entry, what runs it, median us) for every launch of the bucket's chain, in chain order."""
     executor.warmup([key])  # valid inputs in place, the chain run once
-    return [(step.entry, step.impl, statistics.median(graph_launch_times_us([step] * REPEAT)))
-            for step in executor._plan(key)]
+    return [
+        (step.entry, step.impl, statistics.median(graph_launch_times_us([step] * REPEAT)))
+        for step in executor._plan(key)
+    ]
 
 
 def main(*, checkpoint: Path, bundle: Path, output: Path) -> int:
@@ -67,8 +69,11 @@ def main(*, checkpoint: Path, bundle: Path, output: Path) -> int:
             by_entry[f"{entry} ({impl})"] += us / 1e3
         chain[name] = {"bucket": f"{key[0]}x{key[1]}", "steps": steps, "by_entry_ms": dict(by_entry)}
         top = sorted(by_entry.items(), key=lambda kv: -kv[1])[:6]
-        lines.append(f"| {name} | {key[0]}x{key[1]} | {sum(by_entry.values()):.3f} | "
-                     + ", ".join(f"{e} {ms:.3f}" for e, ms in top) + " |")
+        lines.append(
+            f"| {name} | {key[0]}x{key[1]} | {sum(by_entry.values()):.3f} | "
+            + ", ".join(f"{e} {ms:.3f}" for e, ms in top)
+            + " |"
+        )
         print(lines[-1], flush=True)
     (output / "chain.json").write_text(json.dumps({"command": sys.argv, "chain": chain}, indent=1) + "\n")
     (output / "chain.md").write_text("\n".join(lines) + "\n")
@@ -76,8 +81,11 @@ def main(*, checkpoint: Path, bundle: Path, output: Path) -> int:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(prog="python -m recipe.engine_profile", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m recipe.engine_profile",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--checkpoint", type=Path, required=True, help="a full-size checkpoint")
     p.add_argument("--bundle", type=Path, required=True, help="a bundle verified against it")
     p.add_argument("--output", type=Path, required=True, help="a directory that does not exist yet")

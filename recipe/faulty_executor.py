@@ -15,8 +15,10 @@ import os
 from laya_common.settings import Setting, read
 
 WARMUP_FORWARDS = 2  # Engine.warmup answers one request at the smallest shape and one at the largest
-FAULT = {"kind": Setting("LAYA_FAULT", "raise", "how the executor fails", choices=("raise", "cuda")),
-         "after": Setting("LAYA_FAULT_AFTER", 0, "forwards answered after the warmup before the first failure")}
+FAULT = {
+    "kind": Setting("LAYA_FAULT", "raise", "how the executor fails", choices=("raise", "cuda")),
+    "after": Setting("LAYA_FAULT_AFTER", 0, "forwards answered after the warmup before the first failure"),
+}
 
 
 def make(cfg, weights: dict, *, checkpoint, options):

@@ -60,20 +60,34 @@ def main(*, bundle: Path, output: Path) -> int:
                 timed[route] = statistics.median(graph_launch_times_us(launches))
                 del arguments  # the tensors the launches were bound to, alive until here
             symbol = kernels.manifest.entries[name].tier_for(m).symbol
-            rows.append({"entry": name, "M": m, "tilelang_symbol": symbol,
-                         "tilelang_us": round(timed["tilelang"], 3), "cublas_us": round(timed["cublas"], 3),
-                         "ratio": round(timed["tilelang"] / timed["cublas"], 3)})
+            rows.append(
+                {
+                    "entry": name,
+                    "M": m,
+                    "tilelang_symbol": symbol,
+                    "tilelang_us": round(timed["tilelang"], 3),
+                    "cublas_us": round(timed["cublas"], 3),
+                    "ratio": round(timed["tilelang"] / timed["cublas"], 3),
+                }
+            )
             if timed["cublas"] < timed["tilelang"]:
                 faster[name].append(m)
-            print(f"{name:30} M={m:5} tilelang {timed['tilelang']:8.2f} us  cublas {timed['cublas']:8.2f} us",
-                  flush=True)
+            print(
+                f"{name:30} M={m:5} tilelang {timed['tilelang']:8.2f} us  cublas {timed['cublas']:8.2f} us", flush=True
+            )
     with open(output / "gemm_routes.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
     table = {name: ranges(ms) for name, ms in faster.items() if ms}
-    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "bundle": kernels.describe(),
-            "command": sys.argv, "m_values": M_VALUES, "cublas_faster": table}
+    meta = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "bundle": kernels.describe(),
+        "command": sys.argv,
+        "m_values": M_VALUES,
+        "cublas_faster": table,
+    }
     (output / "gemm_routes.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(json.dumps(table, indent=1))
     return 0
@@ -101,8 +115,9 @@ def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str) -> tup
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(prog="python -m recipe.gemm_routes", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m recipe.gemm_routes", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--bundle", type=Path, required=True, help="bundle directory (tables not needed)")
     p.add_argument("--output", type=Path, required=True, help="a directory that does not exist yet")
     a = p.parse_args()

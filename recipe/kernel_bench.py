@@ -39,15 +39,26 @@ def main(*, bundles: list[Path], output: Path, entries: list[str] | None = None)
         return 1
     output.mkdir(parents=True, exist_ok=True)
     rows = []
-    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "driver": _driver(), "command": sys.argv, "versions": versions(("laya-service",)), "bundles": {},
-            "warmup_replays": WARMUP_REPLAYS, "timed_replays": TIMED_REPLAYS}
+    meta = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "driver": _driver(),
+        "command": sys.argv,
+        "versions": versions(("laya-service",)),
+        "bundles": {},
+        "warmup_replays": WARMUP_REPLAYS,
+        "timed_replays": TIMED_REPLAYS,
+    }
     for path in bundles:
         kernels = Kernels(path)
         kernels.init()
         m = kernels.manifest
-        meta["bundles"][str(path)] = {"tile_config": m.tile_config, "library_sha256": m.library["sha256"],
-                                      "versions": m.versions}
+        meta["bundles"][str(path)] = {
+            "tile_config": m.tile_config,
+            "library_sha256": m.library["sha256"],
+            "versions": m.versions,
+        }
         for name in [e for e in m.entries if not entries or e in entries]:
             for R, L in TIMED_SHAPES:
                 samples, symbol = time_entry(kernels, name, R, L)
@@ -163,24 +174,37 @@ def _row(manifest, name: str, symbol: str, R: int, L: int, samples: list[float])
         flop = 4 * R * m.num_heads * L * keys * m.head_dim
     median = statistics.median(samples)
     p90 = sorted(samples)[int(0.9 * (len(samples) - 1))]
-    return {"tile_config": manifest.tile_config, "entry": name, "tier": symbol, "rows": R, "tokens": L, "M": M,
-            "median_us": round(median, 3), "p90_us": round(p90, 3),
-            "tflops": round(flop / (median * 1e-6) / 1e12, 2) if flop else ""}
+    return {
+        "tile_config": manifest.tile_config,
+        "entry": name,
+        "tier": symbol,
+        "rows": R,
+        "tokens": L,
+        "M": M,
+        "median_us": round(median, 3),
+        "p90_us": round(p90, 3),
+        "tflops": round(flop / (median * 1e-6) / 1e12, 2) if flop else "",
+    }
 
 
 def _driver() -> str:
     import subprocess
 
     try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=10).stdout.strip()
+        return subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m recipe.kernel_bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m recipe.kernel_bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--bundle", type=Path, action="append", required=True, help="bundle directory (repeatable)")
     p.add_argument("--output", type=Path, required=True, help="directory for kernel_timings.csv/.json")
     p.add_argument("--entry", action="append", help="time only this entry point (repeatable; default: all)")

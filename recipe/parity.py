@@ -39,8 +39,11 @@ def question(rng: random.Random, kind: str, n_options: int | None = None) -> dic
     n = n_options or rng.randint(2, 5)
     labels = list(dict.fromkeys(f"{rng.choice(WORDS)}{i}" for i in range(n)))
     if kind == "choice":
-        return {"type": "choice", "instructions": instructions,
-                "criteria": {label: words(rng, rng.randint(0, 6)) or None for label in labels}}
+        return {
+            "type": "choice",
+            "instructions": instructions,
+            "criteria": {label: words(rng, rng.randint(0, 6)) or None for label in labels},
+        }
     return {"type": "score", "instructions": instructions, "criteria": [words(rng, rng.randint(1, 5)) for _ in labels]}
 
 
@@ -50,18 +53,47 @@ def generate(per_class: int, seed: int = 0) -> list[tuple[str, dict]]:
     for _ in range(per_class):
         made += [
             ("noul", {"state": words(rng, rng.randint(20, 150)), "questions": {"q": question(rng, "noul")}}),
-            ("choice-few", {"state": words(rng, rng.randint(20, 150)),
-                            "questions": {"q": question(rng, "choice", rng.randint(2, 5))}}),
-            ("choice-many", {"state": words(rng, rng.randint(20, 150)),
-                             "questions": {"q": question(rng, "choice", rng.randint(10, 40))}}),
-            ("score", {"state": words(rng, rng.randint(20, 150)),
-                       "questions": {"q": question(rng, "score", rng.randint(3, 10))}}),
-            ("mixed", {"state": words(rng, rng.randint(20, 200)),
-                       "questions": {f"q{i}": question(rng, rng.choice(("noul", "choice", "score")))
-                                     for i in range(rng.randint(3, 8))}}),
-            ("long-state", {"state": words(rng, rng.randint(400, 900)),
-                            "questions": {f"q{i}": question(rng, rng.choice(("noul", "choice", "score")))
-                                          for i in range(rng.randint(2, 5))}}),
+            (
+                "choice-few",
+                {
+                    "state": words(rng, rng.randint(20, 150)),
+                    "questions": {"q": question(rng, "choice", rng.randint(2, 5))},
+                },
+            ),
+            (
+                "choice-many",
+                {
+                    "state": words(rng, rng.randint(20, 150)),
+                    "questions": {"q": question(rng, "choice", rng.randint(10, 40))},
+                },
+            ),
+            (
+                "score",
+                {
+                    "state": words(rng, rng.randint(20, 150)),
+                    "questions": {"q": question(rng, "score", rng.randint(3, 10))},
+                },
+            ),
+            (
+                "mixed",
+                {
+                    "state": words(rng, rng.randint(20, 200)),
+                    "questions": {
+                        f"q{i}": question(rng, rng.choice(("noul", "choice", "score")))
+                        for i in range(rng.randint(3, 8))
+                    },
+                },
+            ),
+            (
+                "long-state",
+                {
+                    "state": words(rng, rng.randint(400, 900)),
+                    "questions": {
+                        f"q{i}": question(rng, rng.choice(("noul", "choice", "score")))
+                        for i in range(rng.randint(2, 5))
+                    },
+                },
+            ),
         ]
     return made
 
@@ -103,8 +135,9 @@ def systems(checkpoint: Path, bundle: Path) -> dict:
 
     return {
         "cuda (graphs, fp32 RoPE)": Engine(checkpoint, executor="cuda", options=ExecutorOptions(bundle=bundle)),
-        "cuda (graphs, original RoPE)": Engine(checkpoint, executor="cuda",
-                                               options=ExecutorOptions(bundle=bundle, original_rope=True)),
+        "cuda (graphs, original RoPE)": Engine(
+            checkpoint, executor="cuda", options=ExecutorOptions(bundle=bundle, original_rope=True)
+        ),
         "laya 0.3.20 stock bf16": LayaStock(checkpoint),
     }
 
@@ -116,8 +149,11 @@ def summarize(samples: list[dict], names: list[str]) -> dict:
         summary[cls] = {"requests": len(rows)}
         for name in names:
             dp = np.concatenate([s["systems"][name]["dp"] for s in rows])
-            summary[cls][name] = {"max_dp": float(dp.max()), "p99_dp": float(np.percentile(dp, 99)),
-                                  "top_differs": sum(s["systems"][name]["top_differs"] for s in rows) / len(rows)}
+            summary[cls][name] = {
+                "max_dp": float(dp.max()),
+                "p99_dp": float(np.percentile(dp, 99)),
+                "top_differs": sum(s["systems"][name]["top_differs"] for s in rows) / len(rows),
+            }
     return summary
 
 
@@ -152,9 +188,15 @@ def main(*, checkpoint: Path, bundle: Path, output: Path, per_class: int) -> int
             print(f"parity: {i + 1}/{len(requests)} requests", file=sys.stderr, flush=True)
     names = list(compared)
     summary = summarize(samples, names)
-    meta = {"command": sys.argv, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "versions": versions(("laya-service", "laya", "transformers")), "checkpoint": str(checkpoint),
-            "bundle": compared[names[0]].executor.describe()["bundle"], "per_class": per_class}
+    meta = {
+        "command": sys.argv,
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "versions": versions(("laya-service", "laya", "transformers")),
+        "checkpoint": str(checkpoint),
+        "bundle": compared[names[0]].executor.describe()["bundle"],
+        "per_class": per_class,
+    }
     (output / "parity.json").write_text(json.dumps({"meta": meta, "summary": summary, "samples": samples}) + "\n")
     text = table(summary, names)
     (output / "parity.md").write_text(text + "\n")
@@ -163,8 +205,9 @@ def main(*, checkpoint: Path, bundle: Path, output: Path, per_class: int) -> int
 
 
 def cli(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m recipe.parity", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m recipe.parity", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True, help="a large (full-size) checkpoint")
     p.add_argument("--bundle", type=Path, required=True, help="a bundle verified against that checkpoint")
     p.add_argument("--output", type=Path, required=True, help="a directory that does not exist yet")

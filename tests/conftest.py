@@ -51,9 +51,13 @@ class MustRun:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--seed", type=int, default=None,
-                     help="seed the torch generators of the kernel tests with this instead of one drawn from the OS "
-                          "(a failing test's report names the seed it drew)")
+    parser.addoption(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed the torch generators of the kernel tests with this instead of one drawn from the OS "
+        "(a failing test's report names the seed it drew)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

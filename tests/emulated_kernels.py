@@ -89,8 +89,7 @@ class _Math:
         O.copy_(reference.attention(QKV, Lens.long(), L, self.cfg.num_heads, self.cfg.head_dim, window=0))
 
     def attn_fwd_local_bf16(self, QKV, Lens, L, O):
-        O.copy_(reference.attention(QKV, Lens.long(), L, self.cfg.num_heads, self.cfg.head_dim,
-                                    window=self.cfg.window))
+        O.copy_(reference.attention(QKV, Lens.long(), L, self.cfg.num_heads, self.cfg.head_dim, window=self.cfg.window))
 
     # GEMMs
     def _gemm(self, A, W, C, bias=None, act="none"):

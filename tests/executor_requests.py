@@ -3,8 +3,11 @@ a short state; three mixed questions over a JSON state; a score over a conversat
 state past max_len (16 rows of 512 tokens)."""
 
 NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
-CHOICE = {"type": "choice", "instructions": "Which department?",
-          "criteria": {"billing": "money", "shipping": "parcels", "tech": "bugs", "other": None}}
+CHOICE = {
+    "type": "choice",
+    "instructions": "Which department?",
+    "criteria": {"billing": "money", "shipping": "parcels", "tech": "bugs", "other": None},
+}
 SCORE = {"type": "score", "instructions": "How angry?", "criteria": ["calm", "annoyed", "angry", "furious"]}
 REQUESTS = [
     {"state": "Please refund the duplicate charge.", "questions": {"q": NOUL}},

@@ -68,8 +68,14 @@ def allowed(importer: str, imported: str) -> bool:
 
 
 def test_every_module_is_read():
-    assert {"laya_common.model", "bundle.manifest", "kernels.registry", "worker.engine", "app", "recipe.benchmark"} \
-        <= set(MODULES)
+    assert {
+        "laya_common.model",
+        "bundle.manifest",
+        "kernels.registry",
+        "worker.engine",
+        "app",
+        "recipe.benchmark",
+    } <= set(MODULES)
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -80,8 +86,11 @@ def test_imports_follow_the_layers(module):
 
 def test_the_common_package_imports_the_standard_library_only():
     for module in (m for m in MODULES if m.split(".")[0] == "laya_common"):
-        outside = {name for name in imported_names(module) - set(MODULES)
-                   if name.split(".")[0] not in sys.stdlib_module_names and name != "__future__"}
+        outside = {
+            name
+            for name in imported_names(module) - set(MODULES)
+            if name.split(".")[0] not in sys.stdlib_module_names and name != "__future__"
+        }
         assert not outside, f"{module} imports {', '.join(sorted(outside))}"
 
 
@@ -91,7 +100,7 @@ def test_no_import_cycle():
 
     def visit(module: str, path: list[str]) -> None:
         if module in path:
-            cycle = path[path.index(module):] + [module]
+            cycle = path[path.index(module) :] + [module]
             pytest.fail(f"import cycle: {' -> '.join(cycle)}")
         if module in done:
             return
@@ -115,15 +124,18 @@ def test_nothing_the_api_reaches_imports_torch():
         assert not heavy, f"{module}, reached from app/, imports {', '.join(sorted(heavy))}"
 
 
-@pytest.mark.parametrize(("importer", "imported", "expected"), [
-    ("bundle.build", "worker.checkpoint", False),
-    ("kernels.registry", "bundle.manifest", False),
-    ("app.errors", "worker.contract", True),
-    ("app.serve", "worker.engine", False),
-    ("worker.engine", "bundle.loader", True),
-    ("worker.engine", "kernels.gemm", False),
-    ("laya_common.model", "worker.contract", False),
-    ("recipe.benchmark", "app", True),
-])
+@pytest.mark.parametrize(
+    ("importer", "imported", "expected"),
+    [
+        ("bundle.build", "worker.checkpoint", False),
+        ("kernels.registry", "bundle.manifest", False),
+        ("app.errors", "worker.contract", True),
+        ("app.serve", "worker.engine", False),
+        ("worker.engine", "bundle.loader", True),
+        ("worker.engine", "kernels.gemm", False),
+        ("laya_common.model", "worker.contract", False),
+        ("recipe.benchmark", "app", True),
+    ],
+)
 def test_the_rule_itself(importer, imported, expected):
     assert allowed(importer, imported) is expected

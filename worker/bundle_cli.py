@@ -64,9 +64,13 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("synthesize", help="write a checkpoint with the real layout and random weights")
     s.add_argument("out", type=Path, help="directory to write the checkpoint into")
-    s.add_argument("--size", choices=sorted(MODEL_PRESETS), default="tiny",
-                   help="dimensions: tiny (tests), tiny-alt (other depth/attention period), tiny-typed (other widths, "
-                        "1024-token budget), large (ModernBERT-large)")
+    s.add_argument(
+        "--size",
+        choices=sorted(MODEL_PRESETS),
+        default="tiny",
+        help="dimensions: tiny (tests), tiny-alt (other depth/attention period), tiny-typed (other widths, "
+        "1024-token budget), large (ModernBERT-large)",
+    )
     s.add_argument("--seed", type=int, default=0, help="random seed; the same seed writes the same bytes")
     s.set_defaults(func=_synthesize)
 
@@ -74,8 +78,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("out", type=Path, help="bundle directory to write")
     s.add_argument("--config", choices=("original", "optimized"), default="optimized", help="tile configuration")
     s.add_argument("--jobs", type=int, default=0, help="parallel compiles (default: CPU count)")
-    s.add_argument("--model", choices=sorted(MODEL_PRESETS), default="large",
-                   help="model dimensions to compile for (default: large, ModernBERT-large; tiny: tests)")
+    s.add_argument(
+        "--model",
+        choices=sorted(MODEL_PRESETS),
+        default="large",
+        help="model dimensions to compile for (default: large, ModernBERT-large; tiny: tests)",
+    )
     s.set_defaults(func=_build)
 
     s = sub.add_parser("export-tables", help="write the four RoPE tables, tables.json and the checkpoint hashes")

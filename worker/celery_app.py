@@ -25,8 +25,11 @@ from worker.version import add_version_flag
 
 def make_celery(settings: WorkerSettings) -> Celery:
     app = Celery("laya-worker")
-    app.conf.update(contract.celery_config(settings.redis_url, visibility_timeout_s=settings.visibility_timeout_s),
-                    task_default_queue=settings.queue, include=["worker.tasks"])
+    app.conf.update(
+        contract.celery_config(settings.redis_url, visibility_timeout_s=settings.visibility_timeout_s),
+        task_default_queue=settings.queue,
+        include=["worker.tasks"],
+    )
     return app
 
 
@@ -40,8 +43,9 @@ def _stamp_received(request, **_: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="laya-worker", description=__doc__, epilog=env_help(),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="laya-worker", description=__doc__, epilog=env_help(), formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--loglevel", default="info", help="Celery log level (default: info)")
     add_version_flag(p)
     args = p.parse_args(argv)
@@ -59,9 +63,24 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         return 1  # logged, and the worker's record says why
     try:
-        celery.worker_main(["worker", "--pool", "solo", "--concurrency", "1", "--queues", settings.queue,
-                            "--hostname", f"{settings.model}.{os.getpid()}@%h", "--loglevel", args.loglevel,
-                            "--without-gossip", "--without-mingle", "--without-heartbeat"])
+        celery.worker_main(
+            [
+                "worker",
+                "--pool",
+                "solo",
+                "--concurrency",
+                "1",
+                "--queues",
+                settings.queue,
+                "--hostname",
+                f"{settings.model}.{os.getpid()}@%h",
+                "--loglevel",
+                args.loglevel,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ]
+        )
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
     else:

@@ -17,20 +17,32 @@ from worker.version import add_version_flag
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="laya-run", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="laya-run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("checkpoint", type=Path, help="checkpoint directory (the five artifacts)")
     p.add_argument("bundle", type=Path, nargs="?", help="CUDA bundle directory (for --executor cuda)")
-    p.add_argument("--executor", choices=("reference", "cuda", "auto"), default="auto",
-                   help="reference: plain torch fp32; cuda: the bundle's kernels on a Hopper GPU; auto (default): "
-                        "cuda when a Hopper GPU and a BUNDLE that verifies are here, else reference")
+    p.add_argument(
+        "--executor",
+        choices=("reference", "cuda", "auto"),
+        default="auto",
+        help="reference: plain torch fp32; cuda: the bundle's kernels on a Hopper GPU; auto (default): "
+        "cuda when a Hopper GPU and a BUNDLE that verifies are here, else reference",
+    )
     p.add_argument("--device", help="torch device for the reference executor (default: cuda if present, else cpu)")
-    p.add_argument("--model", default="english", type=_model,
-                   help="the Laya model the checkpoint is; a request naming another Laya model gets 422, one naming "
-                        "this model, an alias of it, no model or a non-Laya id is answered (default: english)")
+    p.add_argument(
+        "--model",
+        default="english",
+        type=_model,
+        help="the Laya model the checkpoint is; a request naming another Laya model gets 422, one naming "
+        "this model, an alias of it, no model or a non-Laya id is answered (default: english)",
+    )
     p.add_argument("--eager", action="store_true", help="cuda executor: launch kernels without CUDA graphs")
-    p.add_argument("--original-rope", action="store_true",
-                   help="cuda executor: RoPE rounded like the reference's bf16 path instead of fused fp32 math")
+    p.add_argument(
+        "--original-rope",
+        action="store_true",
+        help="cuda executor: RoPE rounded like the reference's bf16 path instead of fused fp32 math",
+    )
     add_version_flag(p)
     args = p.parse_args(argv)
     if args.executor == "reference" and (args.eager or args.original_rope):
@@ -39,8 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     from worker.engine import Engine
     from worker.executors import ExecutorOptions
 
-    options = ExecutorOptions(device=args.device, bundle=args.bundle, eager=args.eager,
-                              original_rope=args.original_rope)
+    options = ExecutorOptions(
+        device=args.device, bundle=args.bundle, eager=args.eager, original_rope=args.original_rope
+    )
     try:
         engine = Engine(args.checkpoint, executor=args.executor, model_name=args.model, options=options)
     except (FileNotFoundError, ValueError) as e:

@@ -56,11 +56,18 @@ MODELS = ("english", "multilingual", "typed-decisions")  # the Laya checkpoints,
 # the published checkpoint ids. `convaiinnovations/laya` is absent on purpose: laya-serve reads that
 # documented id (the repository holding all three) as "choose for me", so it goes to the default model.
 MODEL_ALIASES = {
-    "en": "english", "laya": "english", "default": "english",
-    "multi": "multilingual", "ml": "multilingual", "laya-multilingual": "multilingual",
+    "en": "english",
+    "laya": "english",
+    "default": "english",
+    "multi": "multilingual",
+    "ml": "multilingual",
+    "laya-multilingual": "multilingual",
     "convaiinnovations/laya-multilingual": "multilingual",
-    "typed": "typed-decisions", "typed_decisions": "typed-decisions", "laya-typed-decisions": "typed-decisions",
-    "decisions": "typed-decisions", "convaiinnovations/laya-typed-decisions": "typed-decisions",
+    "typed": "typed-decisions",
+    "typed_decisions": "typed-decisions",
+    "laya-typed-decisions": "typed-decisions",
+    "decisions": "typed-decisions",
+    "convaiinnovations/laya-typed-decisions": "typed-decisions",
 }
 
 
@@ -80,8 +87,9 @@ def resolve_model(model_id: object, served: tuple[str, ...]) -> str:
     model = laya_model(model_id) or served[0]
     if model not in served:
         asked = "" if model_id == model else f" (asked as {model_id!r})"
-        raise RequestError(f"this service does not serve the Laya model {model!r}{asked}; it serves "
-                           f"{', '.join(served)}", field="model")
+        raise RequestError(
+            f"this service does not serve the Laya model {model!r}{asked}; it serves {', '.join(served)}", field="model"
+        )
     return model
 
 

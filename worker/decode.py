@@ -16,8 +16,9 @@ from worker.sequences import Question
 DIGITS = 4  # every probability and score is rounded to this many decimals
 
 
-def decode_answers(config: ModelConfig, questions: list[Question], n_options: list[int],
-                   logits: np.ndarray, act_probs: np.ndarray) -> dict:
+def decode_answers(
+    config: ModelConfig, questions: list[Question], n_options: list[int], logits: np.ndarray, act_probs: np.ndarray
+) -> dict:
     """Answers keyed by question id, in question order.
 
     logits: [R, K] float32, one row per question (padded options past each row's count);

@@ -30,8 +30,14 @@ WARMUP_STATE = "Warm-up: please refund the duplicate charge on my card."
 
 
 class Engine:
-    def __init__(self, checkpoint: Path | str, *, executor: str | Executor = "reference", model_name: str = "english",
-                 options: ExecutorOptions | None = None) -> None:
+    def __init__(
+        self,
+        checkpoint: Path | str,
+        *,
+        executor: str | Executor = "reference",
+        model_name: str = "english",
+        options: ExecutorOptions | None = None,
+    ) -> None:
         """`executor`: a name for `make_executor` ("auto" chooses), or an executor already built on this checkpoint."""
         checkpoint = check_checkpoint(checkpoint)
         self.model_name = model_name
@@ -39,15 +45,18 @@ class Engine:
         self.tokenizer = Tokenizer(checkpoint)
         if isinstance(executor, str):
             weights, options = load_weights(checkpoint), options or ExecutorOptions()
-            self.executor, self.executor_choice = make_executor(executor, self.config, weights,
-                                                               checkpoint=checkpoint, options=options)
+            self.executor, self.executor_choice = make_executor(
+                executor, self.config, weights, checkpoint=checkpoint, options=options
+            )
         else:
             self.executor, self.executor_choice = executor, "given"
         admits = self.executor.admits
         if admits.max_rows < LIMITS["max_questions"] or admits.max_tokens < self.config.max_len:
-            raise ValueError(f"the {self.executor.name} executor admits {admits.max_rows} rows of "
-                             f"{admits.max_tokens} tokens; a request may need {LIMITS['max_questions']} rows "
-                             f"of {self.config.max_len}")
+            raise ValueError(
+                f"the {self.executor.name} executor admits {admits.max_rows} rows of "
+                f"{admits.max_tokens} tokens; a request may need {LIMITS['max_questions']} rows "
+                f"of {self.config.max_len}"
+            )
 
     def startup_line(self) -> str:
         """Which executor runs and why, and what it holds (for the cuda executor: bundle, routes, device memory)."""
@@ -66,10 +75,16 @@ class Engine:
                 loaded.setdefault(entry, set()).add(impl)
         admits = self.executor.admits
         return {
-            "model": self.model_name, "executor": described, "chosen": self.executor_choice,
+            "model": self.model_name,
+            "executor": described,
+            "chosen": self.executor_choice,
             "kernel_mapping": {entry: sorted(impls) for entry, impls in loaded.items()},
-            "limits": {**LIMITS, "max_len": self.config.max_len, "rows_per_pass": admits.max_rows,
-                       "token_step": admits.token_step},
+            "limits": {
+                **LIMITS,
+                "max_len": self.config.max_len,
+                "rows_per_pass": admits.max_rows,
+                "token_step": admits.token_step,
+            },
             "versions": {**version_info(), "torch": metadata.version("torch")},
         }
 
@@ -114,9 +129,17 @@ class Engine:
         encoded = encode_texts(tok, [state_text(tok, state)] + [t for texts in per_question for t in texts])
         state_ids, at, rows = encoded[0], 1, []
         for question, texts in zip(questions, per_question, strict=True):
-            rows.append(build_row(tok, question, encoded[at:at + len(texts)], state_ids,
-                                  truncate_left=isinstance(state, list), max_len=cfg.max_len,
-                                  head_max_len=cfg.head_max_len))
+            rows.append(
+                build_row(
+                    tok,
+                    question,
+                    encoded[at : at + len(texts)],
+                    state_ids,
+                    truncate_left=isinstance(state, list),
+                    max_len=cfg.max_len,
+                    head_max_len=cfg.head_max_len,
+                )
+            )
             at += len(texts)
         return Prepared(questions, rows)
 
@@ -126,8 +149,9 @@ class Engine:
         if prepare is not None:
             prepare()
         long_state = " ".join(["word"] * (2 * self.config.max_len))
-        questions = {f"q{i}": {"type": "noul", "instructions": "Is this a warm-up?"}
-                     for i in range(LIMITS["max_questions"])}
+        questions = {
+            f"q{i}": {"type": "noul", "instructions": "Is this a warm-up?"} for i in range(LIMITS["max_questions"])
+        }
         self.decide({"model": self.model_name, "state": WARMUP_STATE, "questions": {"q": questions["q0"]}})
         self.decide({"model": self.model_name, "state": long_state, "questions": questions})
 
@@ -143,8 +167,13 @@ class Engine:
         responses, offset = [], 0
         for p in prepared:
             n = len(p.rows)
-            answers = decode_answers(self.config, p.questions, [len(r.markers) for r in p.rows],
-                                     outputs.logits[offset:offset + n], outputs.act_probs[offset:offset + n])
+            answers = decode_answers(
+                self.config,
+                p.questions,
+                [len(r.markers) for r in p.rows],
+                outputs.logits[offset : offset + n],
+                outputs.act_probs[offset : offset + n],
+            )
             responses.append(_response(answers, sum(len(r.ids) for r in p.rows)))
             offset += n
         return responses

@@ -53,8 +53,11 @@ class Delivery:
     @classmethod
     def of(cls, request) -> Delivery:
         """From Celery's task request."""
-        return cls(request.id, (request.properties or {}).get("delivery_tag"),
-                   bool((request.delivery_info or {}).get("redelivered")))
+        return cls(
+            request.id,
+            (request.properties or {}).get("delivery_tag"),
+            bool((request.delivery_info or {}).get("redelivered")),
+        )
 
 
 def start(settings: WorkerSettings, celery) -> Runtime:
@@ -66,9 +69,14 @@ def start(settings: WorkerSettings, celery) -> Runtime:
     from redis import Redis
 
     redis = Redis.from_url(settings.redis_url)
-    heartbeat = Heartbeat(redis, model=settings.model, node=f"{socket.gethostname()}:{os.getpid()}",
-                          ttl_s=settings.heartbeat_ttl_s, info={"pid": os.getpid(), **version_info()},
-                          after_beat=Redeliverer(celery, redis, grace_s=settings.heartbeat_ttl_s))
+    heartbeat = Heartbeat(
+        redis,
+        model=settings.model,
+        node=f"{socket.gethostname()}:{os.getpid()}",
+        ttl_s=settings.heartbeat_ttl_s,
+        info={"pid": os.getpid(), **version_info()},
+        after_beat=Redeliverer(celery, redis, grace_s=settings.heartbeat_ttl_s),
+    )
     try:
         engine = _load_engine(settings)
         heartbeat.record.update(executor=engine.executor.name, info=engine.info())
@@ -102,8 +110,9 @@ def current() -> Runtime:
 def _load_engine(settings: WorkerSettings):
     from worker.engine import Engine
 
-    engine = Engine(settings.checkpoint, executor=settings.executor, model_name=settings.model,
-                    options=settings.executor_options())
+    engine = Engine(
+        settings.checkpoint, executor=settings.executor, model_name=settings.model, options=settings.executor_options()
+    )
     log.info("laya worker: %s", engine.startup_line())
     engine.warmup()
     return engine
@@ -147,7 +156,7 @@ class Runtime:
             for start in range(self.redis.llen(key), len(payloads), self.settings.batch_chunk):
                 chunk_t0 = time.perf_counter()
                 try:
-                    results = self.engine.decide_many(payloads[start:start + self.settings.batch_chunk])
+                    results = self.engine.decide_many(payloads[start : start + self.settings.batch_chunk])
                 except Exception as e:
                     self._store(delivery.id, self._failure(e))
                     return
@@ -171,8 +180,14 @@ class Runtime:
         """A redelivered task whose answer is stored already (its worker died before acknowledging it)."""
         return delivery.redelivered and bool(self.redis.exists(contract.result_key(delivery.id)))
 
-    def _store(self, job_id: str, envelope: dict, *, executor_seconds: float | None = None,
-               trace: dict[str, float] | None = None) -> None:
+    def _store(
+        self,
+        job_id: str,
+        envelope: dict,
+        *,
+        executor_seconds: float | None = None,
+        trace: dict[str, float] | None = None,
+    ) -> None:
         """Write a task's envelope, and its metrics, in one round trip."""
         ttl_s, key = self.settings.result_ttl_s, contract.result_key(job_id)
         pipe = self.redis.pipeline(transaction=False)
@@ -189,8 +204,9 @@ class Runtime:
     def _append(self, key: str, start: int, results: list[dict], seconds: float) -> bool:
         """Append a batch chunk that begins at result `start`; False if the list does not end there."""
         pipe = self.redis.pipeline(transaction=False)
-        self._append_at(keys=[key], args=[start, self.settings.result_ttl_s, *(json.dumps(r) for r in results)],
-                        client=pipe)
+        self._append_at(
+            keys=[key], args=[start, self.settings.result_ttl_s, *(json.dumps(r) for r in results)], client=pipe
+        )
         record_executor_seconds(pipe, self.settings.model, seconds)
         return bool(pipe.execute()[0])
 

@@ -73,14 +73,14 @@ def parse_payload(payload: object, model_name: str) -> tuple[object, dict]:
         raise RequestError("the request must be a JSON object with 'state' and 'questions'")
     resolve_model(payload.get("model"), served=(model_name,))
     if "state" not in payload:
-        raise RequestError("'state' is required: a text, a JSON value or a list of conversation turns",
-                           field="state")
+        raise RequestError("'state' is required: a text, a JSON value or a list of conversation turns", field="state")
     questions = payload.get("questions")
     if not isinstance(questions, dict):
         raise RequestError("'questions' must be an object mapping question ids to questions", field="questions")
     if len(questions) > LIMITS["max_questions"]:
-        raise RequestError(f"{len(questions)} questions; at most {LIMITS['max_questions']} per request",
-                           field="questions")
+        raise RequestError(
+            f"{len(questions)} questions; at most {LIMITS['max_questions']} per request", field="questions"
+        )
     return payload["state"], questions
 
 
@@ -89,8 +89,9 @@ def parse_questions(questions: dict) -> list[Question]:
     parsed = [parse_question(str(qid), qdef) for qid, qdef in questions.items()]
     n_markers = sum(len(q.options) for q in parsed)
     if n_markers > LIMITS["max_markers"]:
-        raise RequestError(f"{n_markers} options in all; at most {LIMITS['max_markers']} per request",
-                           field="questions")
+        raise RequestError(
+            f"{n_markers} options in all; at most {LIMITS['max_markers']} per request", field="questions"
+        )
     return parsed
 
 
@@ -100,8 +101,9 @@ def parse_question(qid: str, qdef: object) -> Question:
         raise RequestError(f"question {qid!r} must be an object, not {type(qdef).__name__}", field=field)
     type_name = qdef.get("type")
     if not isinstance(type_name, str) or type_name not in QTYPES:
-        raise RequestError(f"question {qid!r} has type {type_name!r}; use one of {sorted(QTYPES)}",
-                           field=field + ".type")
+        raise RequestError(
+            f"question {qid!r} has type {type_name!r}; use one of {sorted(QTYPES)}", field=field + ".type"
+        )
     if "instructions" not in qdef:
         raise RequestError(f"question {qid!r} has no 'instructions'", field=field + ".instructions")
     instructions = qdef["instructions"]
@@ -121,28 +123,34 @@ def _parse_criteria(qid: str, type_name: str, crit: object, field: str) -> dict 
                 raise RequestError(f"choice question {qid!r}: a criteria list holds label strings only", field=field)
             crit = dict.fromkeys(crit)
         if not isinstance(crit, dict):
-            raise RequestError(f"choice question {qid!r} takes 'criteria' as an object of label -> description "
-                               "or a list of labels", field=field)
+            raise RequestError(
+                f"choice question {qid!r} takes 'criteria' as an object of label -> description or a list of labels",
+                field=field,
+            )
         if not crit:
             raise RequestError(f"choice question {qid!r} needs at least one option", field=field)
         return crit
     if type_name == "score":
         if not isinstance(crit, list):
-            raise RequestError(f"score question {qid!r} takes 'criteria' as a list of levels, level 0 first",
-                               field=field)
+            raise RequestError(
+                f"score question {qid!r} takes 'criteria' as a list of levels, level 0 first", field=field
+            )
         if not crit:
             raise RequestError(f"score question {qid!r} needs at least one level", field=field)
         return crit
     if crit is None:
         return None
     if not isinstance(crit, dict):
-        raise RequestError(f"noul question {qid!r} takes 'criteria' as an object keyed 'true'/'false', or none",
-                           field=field)
+        raise RequestError(
+            f"noul question {qid!r} takes 'criteria' as an object keyed 'true'/'false', or none", field=field
+        )
     normalized = {str(k).lower(): v for k, v in crit.items()}
     if not set(normalized) <= {"true", "false"}:
-        raise RequestError(f"noul question {qid!r}: 'criteria' may only have the keys 'true' and 'false', "
-                           f"not {sorted(set(normalized) - {'true', 'false'})}; use 'labels' to rename the answers",
-                           field=field)
+        raise RequestError(
+            f"noul question {qid!r}: 'criteria' may only have the keys 'true' and 'false', "
+            f"not {sorted(set(normalized) - {'true', 'false'})}; use 'labels' to rename the answers",
+            field=field,
+        )
     return normalized
 
 
@@ -186,8 +194,16 @@ def encode_texts(tok: Tokenizer, texts: list[tuple[str, str]]) -> list[list[int]
         raise
 
 
-def build_row(tok: Tokenizer, question: Question, encoded: list[list[int]], state_ids: list[int], *,
-              truncate_left: bool, max_len: int, head_max_len: int) -> Row:
+def build_row(
+    tok: Tokenizer,
+    question: Question,
+    encoded: list[list[int]],
+    state_ids: list[int],
+    *,
+    truncate_left: bool,
+    max_len: int,
+    head_max_len: int,
+) -> Row:
     """One question's row from its encoded `row_texts` and the state's ids; RequestError when its options do
     not all fit before `max_len`. A conversation (truncate_left) keeps its newest turns."""
     head_ids = encoded[0]
@@ -204,10 +220,13 @@ def build_row(tok: Tokenizer, question: Question, encoded: list[list[int]], stat
         ids.extend(option)
     ids.append(tok.sep_id)
     room = max(0, max_len - len(ids) - 1)
-    state_part = state_ids[max(0, len(state_ids) - room):] if truncate_left else state_ids[:room]
+    state_part = state_ids[max(0, len(state_ids) - room) :] if truncate_left else state_ids[:room]
     ids = (ids + state_part + [tok.sep_id])[:max_len]
     markers = [m for m in markers if m < max_len]
     if len(markers) != len(option_ids):
-        raise RequestError(f"question {question.qid!r}: its {len(option_ids)} options do not fit in the "
-                           f"{head_max_len}-token head budget", field=f"questions.{question.qid}.criteria")
+        raise RequestError(
+            f"question {question.qid!r}: its {len(option_ids)} options do not fit in the "
+            f"{head_max_len}-token head budget",
+            field=f"questions.{question.qid}.criteria",
+        )
     return Row(ids, markers, QTYPES[question.type])

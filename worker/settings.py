@@ -13,23 +13,33 @@ from worker import contract
 
 # field -> its setting; `laya-worker --help` prints this table.
 ENV = {
-    "redis_url": Setting("LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL,
-                         "broker and results (redis://, rediss://, password)"),
+    "redis_url": Setting(
+        "LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL, "broker and results (redis://, rediss://, password)"
+    ),
     "checkpoint": Setting("LAYA_CHECKPOINT", "", "checkpoint directory (the five artifacts); required"),
     "bundle": Setting("LAYA_CUDA_BUNDLE", "", "CUDA bundle directory (for the cuda executor)"),
-    "executor": Setting("LAYA_EXECUTOR", "auto",
-                        "auto (cuda with a Hopper GPU and a verified bundle), reference, cuda, or MODULE:FACTORY"),
+    "executor": Setting(
+        "LAYA_EXECUTOR",
+        "auto",
+        "auto (cuda with a Hopper GPU and a verified bundle), reference, cuda, or MODULE:FACTORY",
+    ),
     "eager": Setting("LAYA_EAGER", False, "cuda executor: launch the kernels without CUDA graphs (1/0)"),
-    "original_rope": Setting("LAYA_ORIGINAL_ROPE", False,
-                             "cuda executor: RoPE from the bundle's tables, rounded as the bf16 path rounds (1/0)"),
-    "device": Setting("LAYA_DEVICE", "",
-                      "torch device of the reference executor (default: cuda if present, else cpu)"),
-    "model": Setting("LAYA_MODEL", "english",
-                     "model served: english, multilingual or typed-decisions (queue laya.<model>)"),
+    "original_rope": Setting(
+        "LAYA_ORIGINAL_ROPE",
+        False,
+        "cuda executor: RoPE from the bundle's tables, rounded as the bf16 path rounds (1/0)",
+    ),
+    "device": Setting("LAYA_DEVICE", "", "torch device of the reference executor (default: cuda if present, else cpu)"),
+    "model": Setting(
+        "LAYA_MODEL", "english", "model served: english, multilingual or typed-decisions (queue laya.<model>)"
+    ),
     "heartbeat_ttl_s": Setting("LAYA_HEARTBEAT_TTL_S", 15, "readiness key TTL; refreshed every third of it"),
     "result_ttl_s": Setting("LAYA_RESULT_TTL_S", contract.DEFAULT_RESULT_TTL_S, "how long results stay fetchable"),
-    "visibility_timeout_s": Setting("LAYA_VISIBILITY_TIMEOUT_S", contract.DEFAULT_VISIBILITY_TIMEOUT_S,
-                                    "an unacknowledged task is redelivered after this long; exceed the longest batch"),
+    "visibility_timeout_s": Setting(
+        "LAYA_VISIBILITY_TIMEOUT_S",
+        contract.DEFAULT_VISIBILITY_TIMEOUT_S,
+        "an unacknowledged task is redelivered after this long; exceed the longest batch",
+    ),
     "batch_chunk": Setting("LAYA_BATCH_CHUNK", 64, "states scored between two progress updates of a batch"),
 }
 
@@ -65,8 +75,12 @@ class WorkerSettings:
     def executor_options(self):
         from worker.executors import ExecutorOptions
 
-        return ExecutorOptions(device=self.device or None, bundle=Path(self.bundle) if self.bundle else None,
-                               eager=self.eager, original_rope=self.original_rope)
+        return ExecutorOptions(
+            device=self.device or None,
+            bundle=Path(self.bundle) if self.bundle else None,
+            eager=self.eager,
+            original_rope=self.original_rope,
+        )
 
     @property
     def queue(self) -> str:
@@ -77,12 +91,15 @@ class WorkerSettings:
         from laya_common.checkpoint import check_checkpoint
 
         if not self.checkpoint:
-            raise FileNotFoundError("LAYA_CHECKPOINT is not set; point it at a checkpoint directory "
-                                    "(laya-bundle synthesize DIR --size tiny writes one)")
+            raise FileNotFoundError(
+                "LAYA_CHECKPOINT is not set; point it at a checkpoint directory "
+                "(laya-bundle synthesize DIR --size tiny writes one)"
+            )
         check_checkpoint(self.checkpoint)
         if self.executor == "cuda" and not (self.bundle and Path(self.bundle).is_dir()):
-            raise FileNotFoundError(f"LAYA_EXECUTOR=cuda needs LAYA_CUDA_BUNDLE; {self.bundle or '(unset)'} "
-                                    "is not a directory")
+            raise FileNotFoundError(
+                f"LAYA_EXECUTOR=cuda needs LAYA_CUDA_BUNDLE; {self.bundle or '(unset)'} is not a directory"
+            )
 
 
 def env_help() -> str:

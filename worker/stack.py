@@ -31,17 +31,31 @@ SYNTHESIZED_SIZE = {"english": "tiny", "multilingual": "tiny-alt", "typed-decisi
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="laya-stack", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="Every laya-api and laya-worker setting (see their --help) applies.")
-    p.add_argument("--models", default=os.environ.get("LAYA_MODELS") or contract.MODELS[0],
-                   help="comma-separated Laya models to serve, the default first; one worker each "
-                        "(default: LAYA_MODELS, else %(default)s)")
-    p.add_argument("--checkpoint", action="append", default=[], metavar="MODEL=DIR",
-                   help="a model's checkpoint directory (repeat per model; the default model's is LAYA_CHECKPOINT "
-                        "if set)")
-    p.add_argument("--redis-dir", type=Path, default=CACHE / "redis",
-                   help="data directory of a Redis started here (append-only file on; default: %(default)s)")
+    p = argparse.ArgumentParser(
+        prog="laya-stack",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Every laya-api and laya-worker setting (see their --help) applies.",
+    )
+    p.add_argument(
+        "--models",
+        default=os.environ.get("LAYA_MODELS") or contract.MODELS[0],
+        help="comma-separated Laya models to serve, the default first; one worker each "
+        "(default: LAYA_MODELS, else %(default)s)",
+    )
+    p.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="MODEL=DIR",
+        help="a model's checkpoint directory (repeat per model; the default model's is LAYA_CHECKPOINT if set)",
+    )
+    p.add_argument(
+        "--redis-dir",
+        type=Path,
+        default=CACHE / "redis",
+        help="data directory of a Redis started here (append-only file on; default: %(default)s)",
+    )
     add_version_flag(p)
     args = p.parse_args(argv)
     try:
@@ -81,12 +95,13 @@ def main(argv: list[str] | None = None) -> int:
                 if name not in worker_envs or proc.returncode == 2:  # 2: a bad setting, which a restart repeats
                     print(f"laya-stack: {name} exited with status {proc.returncode}; stopping", file=sys.stderr)
                     return proc.returncode if proc.returncode == 2 else 1
-                print(f"laya-stack: {name} exited with status {proc.returncode}; starting a fresh one",
-                      file=sys.stderr)
+                print(f"laya-stack: {name} exited with status {proc.returncode}; starting a fresh one", file=sys.stderr)
                 processes[i] = (name, start(name, ["laya-worker"], worker_envs[name]))
             if not announced and healthy(url):
-                print(f"laya-stack: ready at {url}, serving {', '.join(models)} (Ctrl-C stops everything)",
-                      file=sys.stderr)
+                print(
+                    f"laya-stack: ready at {url}, serving {', '.join(models)} (Ctrl-C stops everything)",
+                    file=sys.stderr,
+                )
                 announced = True
             time.sleep(0.5)
         return 0
@@ -126,14 +141,27 @@ def start_redis(url: str, data_dir: Path) -> subprocess.Popen:
     """A local redis-server for `url` (its port and password), append-only file on, waited for."""
     parsed = urlparse(url)
     if parsed.scheme != "redis" or parsed.hostname not in LOCAL_HOSTS:
-        raise SystemExit(f"laya-stack: Redis at {parsed.hostname}:{parsed.port} does not answer, and only a "
-                         "local redis:// URL can be started here")
+        raise SystemExit(
+            f"laya-stack: Redis at {parsed.hostname}:{parsed.port} does not answer, and only a "
+            "local redis:// URL can be started here"
+        )
     server = shutil.which("redis-server")
     if server is None:
         raise SystemExit("laya-stack: no redis-server on PATH (scripts/setup.sh installs it)")
     data_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [server, "--bind", "127.0.0.1", "--port", str(parsed.port or 6379), "--dir", str(data_dir),
-           "--appendonly", "yes", "--save", ""]
+    cmd = [
+        server,
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(parsed.port or 6379),
+        "--dir",
+        str(data_dir),
+        "--appendonly",
+        "yes",
+        "--save",
+        "",
+    ]
     if parsed.password:
         cmd += ["--requirepass", parsed.password]
     proc = start("redis", cmd, dict(os.environ))

@@ -20,18 +20,127 @@ from laya_common.presets import MODEL_PRESETS, Preset
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]")
 
 _WORDS = (
-    "the", "a", "an", "and", "or", "but", "if", "then", "refund", "charge", "order", "account", "customer",
-    "payment", "card", "bank", "invoice", "delivery", "package", "late", "broken", "damaged", "return",
-    "replace", "cancel", "subscription", "plan", "upgrade", "price", "discount", "coupon", "email", "phone",
-    "address", "password", "login", "error", "crash", "bug", "feature", "request", "support", "agent",
-    "manager", "ticket", "urgent", "please", "thanks", "sorry", "hello", "yes", "no", "maybe", "never",
-    "always", "today", "tomorrow", "yesterday", "week", "month", "year", "contract", "policy", "privacy",
-    "security", "fraud", "suspicious", "transfer", "balance", "question", "answer", "statement", "holds",
-    "true", "false", "level", "score", "choice", "option", "rating", "good", "bad", "neutral", "angry", "happy",
-    "sad", "confused", "satisfied", "wants", "needs", "asks", "says", "writes", "reports", "complains",
-    "describes", "product", "service", "quality", "shipping", "store", "online", "app", "website", "update",
-    "version", "install", "device", "laptop", "screen", "battery", "network", "slow", "fast", "expensive",
-    "cheap", "free", "trial", "member", "premium", "basic",
+    "the",
+    "a",
+    "an",
+    "and",
+    "or",
+    "but",
+    "if",
+    "then",
+    "refund",
+    "charge",
+    "order",
+    "account",
+    "customer",
+    "payment",
+    "card",
+    "bank",
+    "invoice",
+    "delivery",
+    "package",
+    "late",
+    "broken",
+    "damaged",
+    "return",
+    "replace",
+    "cancel",
+    "subscription",
+    "plan",
+    "upgrade",
+    "price",
+    "discount",
+    "coupon",
+    "email",
+    "phone",
+    "address",
+    "password",
+    "login",
+    "error",
+    "crash",
+    "bug",
+    "feature",
+    "request",
+    "support",
+    "agent",
+    "manager",
+    "ticket",
+    "urgent",
+    "please",
+    "thanks",
+    "sorry",
+    "hello",
+    "yes",
+    "no",
+    "maybe",
+    "never",
+    "always",
+    "today",
+    "tomorrow",
+    "yesterday",
+    "week",
+    "month",
+    "year",
+    "contract",
+    "policy",
+    "privacy",
+    "security",
+    "fraud",
+    "suspicious",
+    "transfer",
+    "balance",
+    "question",
+    "answer",
+    "statement",
+    "holds",
+    "true",
+    "false",
+    "level",
+    "score",
+    "choice",
+    "option",
+    "rating",
+    "good",
+    "bad",
+    "neutral",
+    "angry",
+    "happy",
+    "sad",
+    "confused",
+    "satisfied",
+    "wants",
+    "needs",
+    "asks",
+    "says",
+    "writes",
+    "reports",
+    "complains",
+    "describes",
+    "product",
+    "service",
+    "quality",
+    "shipping",
+    "store",
+    "online",
+    "app",
+    "website",
+    "update",
+    "version",
+    "install",
+    "device",
+    "laptop",
+    "screen",
+    "battery",
+    "network",
+    "slow",
+    "fast",
+    "expensive",
+    "cheap",
+    "free",
+    "trial",
+    "member",
+    "premium",
+    "basic",
 )
 _EXTRA = ["café", "naïve", "Zürich", "straße", "日本語", "中文", "привет", "مرحبا", "🙂", "👍", "€", "£", "—"]
 
@@ -45,8 +154,13 @@ def synthesize(out: Path | str, *, size: str = "tiny", seed: int = 0) -> Path:
     (out / "encoder").mkdir(parents=True, exist_ok=True)
     (out / "tokenizer").mkdir(parents=True, exist_ok=True)
     ids = _write_tokenizer(out, preset, seed)
-    token_ids = {"pad_token_id": ids["[PAD]"], "cls_token_id": ids["[CLS]"], "sep_token_id": ids["[SEP]"],
-                 "bos_token_id": ids["[CLS]"], "eos_token_id": ids["[SEP]"]}
+    token_ids = {
+        "pad_token_id": ids["[PAD]"],
+        "cls_token_id": ids["[CLS]"],
+        "sep_token_id": ids["[SEP]"],
+        "bos_token_id": ids["[CLS]"],
+        "eos_token_id": ids["[SEP]"],
+    }
     _write_json(out / ENCODER_CONFIG, {**preset.encoder_config(), **token_ids})
     _write_json(out / AGENT_CONFIG, preset.agent_config())
     _write_weights(out / WEIGHTS, ModelConfig.from_preset(size), seed)
@@ -87,16 +201,25 @@ def _write_tokenizer(out: Path, preset: Preset, seed: int) -> dict[str, int]:
     tok.train_from_iterator(_corpus(preset, seed), trainer=trainer)
     ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B [SEP]",
         special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])],
     )
     tok.save(str(out / TOKENIZER))
-    _write_json(out / TOKENIZER_CONFIG, {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]", "mask_token": "[MASK]",
-        "unk_token": "[UNK]", "model_max_length": 8192, "clean_up_tokenization_spaces": True,
-        "model_input_names": ["input_ids", "attention_mask"],
-    })
+    _write_json(
+        out / TOKENIZER_CONFIG,
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "cls_token": "[CLS]",
+            "sep_token": "[SEP]",
+            "pad_token": "[PAD]",
+            "mask_token": "[MASK]",
+            "unk_token": "[UNK]",
+            "model_max_length": 8192,
+            "clean_up_tokenization_spaces": True,
+            "model_input_names": ["input_ids", "attention_mask"],
+        },
+    )
     return ids
 
 
@@ -111,22 +234,42 @@ def weight_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         p = f"encoder.layers.{i}."
         if i > 0:
             shapes[p + "attn_norm.weight"] = (d,)
-        shapes |= {p + "attn.Wqkv.weight": (3 * d, d), p + "attn.Wo.weight": (d, d),
-                   p + "mlp_norm.weight": (d,), p + "mlp.Wi.weight": (2 * f, d), p + "mlp.Wo.weight": (d, f)}
+        shapes |= {
+            p + "attn.Wqkv.weight": (3 * d, d),
+            p + "attn.Wo.weight": (d, d),
+            p + "mlp_norm.weight": (d,),
+            p + "mlp.Wi.weight": (2 * f, d),
+            p + "mlp.Wo.weight": (d, f),
+        }
     shapes["encoder.final_norm.weight"] = (d,)
     for j in range(config.head_layers):
         p = f"head.layers.{j}."
-        shapes |= {p + "self_attn.in_proj_weight": (3 * d, d), p + "self_attn.in_proj_bias": (3 * d,),
-                   p + "self_attn.out_proj.weight": (d, d), p + "self_attn.out_proj.bias": (d,),
-                   p + "linear1.weight": (4 * d, d), p + "linear1.bias": (4 * d,),
-                   p + "linear2.weight": (d, 4 * d), p + "linear2.bias": (d,),
-                   p + "norm1.weight": (d,), p + "norm1.bias": (d,), p + "norm2.weight": (d,), p + "norm2.bias": (d,)}
+        shapes |= {
+            p + "self_attn.in_proj_weight": (3 * d, d),
+            p + "self_attn.in_proj_bias": (3 * d,),
+            p + "self_attn.out_proj.weight": (d, d),
+            p + "self_attn.out_proj.bias": (d,),
+            p + "linear1.weight": (4 * d, d),
+            p + "linear1.bias": (4 * d,),
+            p + "linear2.weight": (d, 4 * d),
+            p + "linear2.bias": (d,),
+            p + "norm1.weight": (d,),
+            p + "norm1.bias": (d,),
+            p + "norm2.weight": (d,),
+            p + "norm2.bias": (d,),
+        }
     shapes |= {
         "type_emb.weight": (3, d),
-        "scorer.0.weight": (d,), "scorer.0.bias": (d,), "scorer.1.weight": (d, d), "scorer.1.bias": (d,),
-        "scorer.3.weight": (1, d), "scorer.3.bias": (1,),
-        "act_head.0.weight": (256, d + 4), "act_head.0.bias": (256,),
-        "act_head.2.weight": (n_act, 256), "act_head.2.bias": (n_act,),
+        "scorer.0.weight": (d,),
+        "scorer.0.bias": (d,),
+        "scorer.1.weight": (d, d),
+        "scorer.1.bias": (d,),
+        "scorer.3.weight": (1, d),
+        "scorer.3.bias": (1,),
+        "act_head.0.weight": (256, d + 4),
+        "act_head.0.bias": (256,),
+        "act_head.2.weight": (n_act, 256),
+        "act_head.2.bias": (n_act,),
         "temperature": (3,),
     }
     return shapes
@@ -154,6 +297,7 @@ def _write_weights(path: Path, config: ModelConfig, seed: int) -> None:
     from safetensors.torch import save_file
 
     gen = torch.Generator().manual_seed(seed)
-    tensors = {name: _init_tensor(name, shape, gen).float().contiguous()
-               for name, shape in weight_shapes(config).items()}
+    tensors = {
+        name: _init_tensor(name, shape, gen).float().contiguous() for name, shape in weight_shapes(config).items()
+    }
     save_file(tensors, str(path), metadata={"format": "pt"})

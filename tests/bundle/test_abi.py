@@ -26,8 +26,9 @@ def test_generated_stub_matches_the_declaration(gemm_source):
 
 
 def test_scalars_and_second_dynamic_dim_follow_the_buffers():
-    prim_func = attention.build("attn_fwd_local_bf16", 2, 64, window=64, tiles=attention.TILE_CONFIGS["original"]
-                                ["attn_fwd_local_bf16"])
+    prim_func = attention.build(
+        "attn_fwd_local_bf16", 2, 64, window=64, tiles=attention.TILE_CONFIGS["original"]["attn_fwd_local_bf16"]
+    )
     args, dims = declared_signature(prim_func)
     entry = EntryPoint("attn_fwd_local_bf16", "attention", args, dims, ())
     source = generate(prim_func, pass_configs=attention.PASS_CONFIGS, arch="sm_90a")
@@ -42,8 +43,10 @@ def test_scalars_and_second_dynamic_dim_follow_the_buffers():
         (lambda s: s.replace(", int M, cudaStream_t", ", int M, int N, cudaStream_t", 1), "parameter 5"),
         (lambda s: re.sub(r"int call\(bfloat16_t\* __restrict__ A, ", "int call(", s, count=1), "parameter 0"),
         (lambda s: s.replace("TL_EXPORT int init()", "TL_EXPORT int init(int device)", 1), "init"),
-        (lambda s: s.replace("TL_EXPORT const char* get_last_error()", "TL_EXPORT const char* last_error()", 1),
-         "no get_last_error"),
+        (
+            lambda s: s.replace("TL_EXPORT const char* get_last_error()", "TL_EXPORT const char* last_error()", 1),
+            "no get_last_error",
+        ),
     ],
     ids=["dtype", "extra-dim", "missing-arg", "init-args", "renamed-function"],
 )
@@ -61,7 +64,7 @@ def test_rename_leaves_no_generated_symbol(gemm_source):
     assert not re.search(r"\bmain_kernel\b", renamed)
     for fn in ("init", "call", "get_last_error"):
         assert f" laya_x_t0_{fn}(" in renamed
-        assert not re.search(rf'TL_EXPORT (int|const char\*) {fn}\(', renamed)
+        assert not re.search(rf"TL_EXPORT (int|const char\*) {fn}\(", renamed)
     assert "laya_x_t0_kernel" in renamed
 
 

@@ -13,10 +13,24 @@ from laya_common.checkpoint import ARTIFACTS
 pytestmark = pytest.mark.slow
 
 ENTRY_POINTS = {
-    "gemm_qkv_bf16", "gemm_attn_out_bf16", "gemm_geglu_bf16", "gemm_mlp_out_bf16", "gemm_head_qkv_bias_bf16",
-    "gemm_head_out_bias_bf16", "gemm_head_ffn1_bias_relu_bf16", "gemm_head_ffn2_bias_bf16",
-    "embed_norm_bf16", "add_norm_bf16", "add_norm_bias_bf16", "norm_bias_bf16", "type_add_norm_bias_bf16",
-    "residual_add_f32", "rope_fp32_bf16", "rope_table_bf16", "attn_fwd_global_bf16", "attn_fwd_local_bf16",
+    "gemm_qkv_bf16",
+    "gemm_attn_out_bf16",
+    "gemm_geglu_bf16",
+    "gemm_mlp_out_bf16",
+    "gemm_head_qkv_bias_bf16",
+    "gemm_head_out_bias_bf16",
+    "gemm_head_ffn1_bias_relu_bf16",
+    "gemm_head_ffn2_bias_bf16",
+    "embed_norm_bf16",
+    "add_norm_bf16",
+    "add_norm_bias_bf16",
+    "norm_bias_bf16",
+    "type_add_norm_bias_bf16",
+    "residual_add_f32",
+    "rope_fp32_bf16",
+    "rope_table_bf16",
+    "attn_fwd_global_bf16",
+    "attn_fwd_local_bf16",
 }
 
 
@@ -35,8 +49,9 @@ def test_build_writes_every_entry_point(built_bundle):
 
 
 def test_library_needs_no_driver_and_no_tilelang(built_bundle):
-    dynamic = subprocess.run(["objdump", "-p", str(built_bundle / LIBRARY)], capture_output=True, text=True,
-                             check=True).stdout
+    dynamic = subprocess.run(
+        ["objdump", "-p", str(built_bundle / LIBRARY)], capture_output=True, text=True, check=True
+    ).stdout
     needed = {line.split()[1] for line in dynamic.splitlines() if line.strip().startswith("NEEDED")}
     assert not {n for n in needed if "cuda" in n or "tvm" in n or "tilelang" in n}, needed
 

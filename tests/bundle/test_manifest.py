@@ -14,12 +14,19 @@ def _manifest() -> Manifest:
         family="gemm",
         args=(Arg("A", "bfloat16", ("M", 128)), Arg("W", "bfloat16", (128, 128)), Arg("C", "bfloat16", ("M", 128))),
         dims=("M",),
-        tiers=(Tier(max_m=128, symbol="laya_gemm_attn_out_bf16_t0", tiles={"block_N": 16}, source_sha256="0" * 64),
-               Tier(max_m=None, symbol="laya_gemm_attn_out_bf16_t1", tiles={"block_N": 256}, source_sha256="1" * 64)),
+        tiers=(
+            Tier(max_m=128, symbol="laya_gemm_attn_out_bf16_t0", tiles={"block_N": 16}, source_sha256="0" * 64),
+            Tier(max_m=None, symbol="laya_gemm_attn_out_bf16_t1", tiles={"block_N": 256}, source_sha256="1" * 64),
+        ),
     )
-    return Manifest(tile_config="optimized", arch="sm_90a", versions={"tilelang": "0.1.14", "nvcc": "13.0.88"},
-                    model=ModelDims.of(ModelConfig.from_preset("tiny")),
-                    library={"file": "liblaya_kernels.so", "sha256": "2" * 64}, entries={entry.name: entry})
+    return Manifest(
+        tile_config="optimized",
+        arch="sm_90a",
+        versions={"tilelang": "0.1.14", "nvcc": "13.0.88"},
+        model=ModelDims.of(ModelConfig.from_preset("tiny")),
+        library={"file": "liblaya_kernels.so", "sha256": "2" * 64},
+        entries={entry.name: entry},
+    )
 
 
 def test_round_trip(tmp_path):

@@ -21,14 +21,15 @@ from executor_requests import CHOICE, NOUL, REQUESTS, SCORE
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[2]
-BUNDLES = {"tiny": os.environ.get("LAYA_TEST_BUNDLE_TINY", "bundles/tiny"),
-           "large": os.environ.get("LAYA_TEST_BUNDLE_LARGE", "bundles/optimized")}
+BUNDLES = {
+    "tiny": os.environ.get("LAYA_TEST_BUNDLE_TINY", "bundles/tiny"),
+    "large": os.environ.get("LAYA_TEST_BUNDLE_LARGE", "bundles/optimized"),
+}
 # Distance to the fp32 reference allowed per probability. On these random full-size weights laya 0.3.20's own
 # bf16 path reaches 0.06 to 0.21 from fp32 per class (docs/parity-h200-2026-12-03.json, the same H200 run);
 # a binding or ordering fault moved probabilities by 0.2 to 0.5. The parity recipe compares class by class.
 MAX_DP = 0.1
 MASKED_LOGIT = -1e4
-
 
 
 class Setup:
@@ -198,8 +199,13 @@ os._exit(0)  # the context is broken for good: freeing its tensors at exit would
 
 def test_a_cuda_error_fails_the_executor_for_good(setup):
     """In a process of its own: an illegal address is sticky and would break every later test in this one."""
-    done = subprocess.run([sys.executable, "-c", CUDA_ERROR_SCRIPT, str(setup.checkpoint), str(setup.bundle)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", CUDA_ERROR_SCRIPT, str(setup.checkpoint), str(setup.bundle)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     first, then = done.stdout.splitlines()[-2:]
     assert first.startswith("first:") and "CUDA" in first, done.stdout

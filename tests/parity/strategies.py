@@ -313,7 +313,8 @@ invalid_payloads = st.one_of(
     st.builds(
         lambda p, m: {**p, "model": m},
         requests(min_questions=1, max_questions=2),
-        st.sampled_from(["multilingual", "ML", " typed ", "laya-typed-decisions",
-                         "convaiinnovations/laya-multilingual"]),  # Laya models these checkpoints do not serve
+        st.sampled_from(
+            ["multilingual", "ML", " typed ", "laya-typed-decisions", "convaiinnovations/laya-multilingual"]
+        ),  # Laya models these checkpoints do not serve
     ),
 )

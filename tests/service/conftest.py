@@ -23,9 +23,25 @@ def redis_server(tmp_path_factory):
     """redis://:password@127.0.0.1:<port>: a private redis-server, never the system one."""
     server = shutil.which("redis-server") or "/usr/bin/redis-server"
     port, data = free_port(), tmp_path_factory.mktemp("redis")
-    popen = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                              "--appendonly", "no", "--dir", str(data), "--requirepass", REDIS_PASSWORD],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    popen = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(data),
+            "--requirepass",
+            REDIS_PASSWORD,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     base = f"redis://:{REDIS_PASSWORD}@127.0.0.1:{port}"
     wait_for_redis(base + "/0", popen, "redis-server")
     yield base
@@ -65,5 +81,3 @@ def private_db(redis_server):
 
     redis.Redis.from_url(url).flushdb()
     return url
-
-

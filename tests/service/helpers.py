@@ -121,19 +121,37 @@ class Launcher:
         return process
 
     def worker(self, service: Service, *, checkpoint: Path | None = None, **env: str) -> Process:
-        process = self._start("worker", [str(BIN / "laya-worker"), "--loglevel", "warning"], {
-            "LAYA_REDIS_URL": service.redis_url, "LAYA_CHECKPOINT": str(checkpoint or self.checkpoint),
-            "LAYA_EXECUTOR": "reference", "LAYA_DEVICE": "cpu", "LAYA_HEARTBEAT_TTL_S": str(HEARTBEAT_TTL_S),
-            "LAYA_BATCH_CHUNK": "4", **env})
+        process = self._start(
+            "worker",
+            [str(BIN / "laya-worker"), "--loglevel", "warning"],
+            {
+                "LAYA_REDIS_URL": service.redis_url,
+                "LAYA_CHECKPOINT": str(checkpoint or self.checkpoint),
+                "LAYA_EXECUTOR": "reference",
+                "LAYA_DEVICE": "cpu",
+                "LAYA_HEARTBEAT_TTL_S": str(HEARTBEAT_TTL_S),
+                "LAYA_BATCH_CHUNK": "4",
+                **env,
+            },
+        )
         service.processes.append(process)
         return process
 
     def api(self, service: Service, *, bin_dir: Path = BIN, **env: str) -> Process:
         """laya-api (from `bin_dir`: another installation's) serving `service`."""
         port = free_port()
-        process = self._start("api", [str(bin_dir / "laya-api")], {
-            "LAYA_REDIS_URL": service.redis_url, "LAYA_HOST": "127.0.0.1", "LAYA_PORT": str(port),
-            "LAYA_API_THREADS": "16", "LAYA_TRACE": "1", **env})
+        process = self._start(
+            "api",
+            [str(bin_dir / "laya-api")],
+            {
+                "LAYA_REDIS_URL": service.redis_url,
+                "LAYA_HOST": "127.0.0.1",
+                "LAYA_PORT": str(port),
+                "LAYA_API_THREADS": "16",
+                "LAYA_TRACE": "1",
+                **env,
+            },
+        )
         service.base_url = f"http://127.0.0.1:{port}"
         service.processes.append(process)
         wait_until(lambda: _answers(service.base_url), 30, f"laya-api on port {port}")
@@ -152,15 +170,22 @@ def laya_stack(tmp_path: Path, *args: str):
     """
     redis_port, api_port = free_port(), free_port()
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
-    env = {"PATH": str(BIN) + ":/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
-           "LAYA_REDIS_URL": redis_url, "LAYA_PORT": str(api_port), "LAYA_EXECUTOR": "reference",
-           "LAYA_DEVICE": "cpu"}
+    env = {
+        "PATH": str(BIN) + ":/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "LAYA_REDIS_URL": redis_url,
+        "LAYA_PORT": str(api_port),
+        "LAYA_EXECUTOR": "reference",
+        "LAYA_DEVICE": "cpu",
+    }
     log = tmp_path / "stack.log"
     with open(log, "wb") as out:
         stack = subprocess.Popen([str(BIN / "laya-stack"), *args], env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        wait_until(lambda: stack.poll() is None and "ready at" in log.read_text(), STACK_STARTUP_TIMEOUT_S,
-                   "laya-stack: ready")
+        wait_until(
+            lambda: stack.poll() is None and "ready at" in log.read_text(), STACK_STARTUP_TIMEOUT_S, "laya-stack: ready"
+        )
         yield f"http://127.0.0.1:{api_port}", redis_url
     finally:
         stack.send_signal(signal.SIGINT)
@@ -187,8 +212,14 @@ SCORE = {"type": "score", "instructions": "How angry is the customer?", "criteri
 def laya_run(checkpoint: Path, payloads: list[dict], model: str = "english") -> list[dict]:
     """What `laya-run` prints for each payload (one JSON line each)."""
     lines = "".join(json.dumps(p) + "\n" for p in payloads)
-    out = subprocess.run([str(BIN / "laya-run"), str(checkpoint), "--executor", "reference", "--device", "cpu",
-                          "--model", model], input=lines, capture_output=True, text=True, timeout=300, check=True)
+    out = subprocess.run(
+        [str(BIN / "laya-run"), str(checkpoint), "--executor", "reference", "--device", "cpu", "--model", model],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     answers = [json.loads(line) for line in out.stdout.splitlines()]
     assert len(answers) == len(payloads), out.stdout
     return answers

@@ -20,17 +20,24 @@ def test_every_command_has_help_and_version(command):
     assert out.stdout == f"{command} {package_version()} (commit {git_commit()})\n"
 
 
-@pytest.mark.parametrize(("command", "variable", "value"), [
-    ("laya-worker", "LAYA_EAGER", "maybe"),
-    ("laya-worker", "LAYA_EXECUTOR", "tpu"),
-    ("laya-worker", "LAYA_HEARTBEAT_TTL_S", "soon"),
-    ("laya-api", "LAYA_PORT", "eighty"),
-    ("laya-api", "LAYA_TRACE", "perhaps"),
-    ("laya-stack", "LAYA_BATCH_CHUNK", "1.5"),
-])
+@pytest.mark.parametrize(
+    ("command", "variable", "value"),
+    [
+        ("laya-worker", "LAYA_EAGER", "maybe"),
+        ("laya-worker", "LAYA_EXECUTOR", "tpu"),
+        ("laya-worker", "LAYA_HEARTBEAT_TTL_S", "soon"),
+        ("laya-api", "LAYA_PORT", "eighty"),
+        ("laya-api", "LAYA_TRACE", "perhaps"),
+        ("laya-stack", "LAYA_BATCH_CHUNK", "1.5"),
+    ],
+)
 def test_a_bad_setting_is_one_line_and_status_2(tmp_path, command, variable, value):
-    env = {variable: value, "LAYA_REDIS_URL": "redis://127.0.0.1:9/0", "LAYA_CHECKPOINT": str(tmp_path),
-           "HOME": str(tmp_path)}
+    env = {
+        variable: value,
+        "LAYA_REDIS_URL": "redis://127.0.0.1:9/0",
+        "LAYA_CHECKPOINT": str(tmp_path),
+        "HOME": str(tmp_path),
+    }
     out = subprocess.run([str(BIN / command)], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()

@@ -11,8 +11,7 @@ from worker.version import git_commit, package_version
 
 def test_the_recipe_finds_no_difference_and_stores_both_sides(stack, checkpoint, tmp_path):
     out = tmp_path / "compare"
-    assert main(frontend=stack.base_url, checkpoint=checkpoint, output=out, executor="reference",
-                api_key=API_KEY) == 0
+    assert main(frontend=stack.base_url, checkpoint=checkpoint, output=out, executor="reference", api_key=API_KEY) == 0
     report = json.loads((out / "compare.json").read_text())
     assert report["differences"] == [] and report["requests"] == len(DEFAULT_REQUESTS)
     versions = report["versions"]

@@ -58,16 +58,19 @@ def test_415_content_type_not_json(stack, content_type):
     assert_error_body(stack.post("/v1/jobs", data=json.dumps(GOOD), headers=headers), 415)
 
 
-@pytest.mark.parametrize(("payload", "field"), [
-    ({"questions": {"q": NOUL}}, "state"),
-    ({"state": None, "questions": {"q": NOUL}}, "state"),
-    ({"state": 42, "questions": {"q": NOUL}}, "state"),
-    ({"state": "x"}, "questions"),
-    ({"state": "x", "questions": {f"q{i}": NOUL for i in range(17)}}, "questions"),
-    ({"state": "x", "questions": {"q1": {"type": "yesno", "instructions": "?"}}}, "questions.q1.type"),
-    ({"state": "x", "questions": {"q1": {"type": "noul"}}}, "questions.q1.instructions"),
-    ({"model": "multilingual", "state": "x", "questions": {"q": NOUL}}, "model"),
-])
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"questions": {"q": NOUL}}, "state"),
+        ({"state": None, "questions": {"q": NOUL}}, "state"),
+        ({"state": 42, "questions": {"q": NOUL}}, "state"),
+        ({"state": "x"}, "questions"),
+        ({"state": "x", "questions": {f"q{i}": NOUL for i in range(17)}}, "questions"),
+        ({"state": "x", "questions": {"q1": {"type": "yesno", "instructions": "?"}}}, "questions.q1.type"),
+        ({"state": "x", "questions": {"q1": {"type": "noul"}}}, "questions.q1.instructions"),
+        ({"model": "multilingual", "state": "x", "questions": {"q": NOUL}}, "model"),
+    ],
+)
 def test_422_names_the_field(stack, payload, field):
     assert_error_body(stack.post("/v1/systemone", json=payload), 422, field=field)
 

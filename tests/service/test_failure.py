@@ -69,8 +69,11 @@ def test_a_worker_killed_whole_mid_batch_loses_nothing(private_db, launcher):
     service.processes.remove(worker)
     launcher.worker(service)
 
-    done = wait_until(lambda: (b := service.get(f"/v1/batches/{batch_id}").json())["status"] == "done" and b,
-                      240, "the batch to finish on a fresh worker")
+    done = wait_until(
+        lambda: (b := service.get(f"/v1/batches/{batch_id}").json())["status"] == "done" and b,
+        240,
+        "the batch to finish on a fresh worker",
+    )
     assert done["done"] == done["total"] == len(done["results"]) == len(states)
     assert worker.popen.pid not in {w["pid"] for w in service.get("/health").json()["workers"]}
     for i in (0, 17, 39):  # order kept and no state scored twice into the list
@@ -78,8 +81,9 @@ def test_a_worker_killed_whole_mid_batch_loses_nothing(private_db, launcher):
         assert_same_answers(done["results"][i], alone.json())
 
 
-def test_a_checkpoint_that_does_not_load_stops_the_worker_and_health_says_why(private_db, launcher, checkpoint,
-                                                                               tmp_path):
+def test_a_checkpoint_that_does_not_load_stops_the_worker_and_health_says_why(
+    private_db, launcher, checkpoint, tmp_path
+):
     broken = tmp_path / "broken"
     shutil.copytree(checkpoint, broken)
     (broken / "model.safetensors").write_bytes((checkpoint / "model.safetensors").read_bytes()[:1000])

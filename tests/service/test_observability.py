@@ -29,8 +29,16 @@ def test_info_describes_each_worker_from_its_heartbeat(stack):
 def test_openapi_is_generated_from_the_schemas(stack):
     doc = stack.get("/openapi.json").json()
     assert doc["openapi"].startswith("3.")
-    assert {"/v1/systemone", "/v1/jobs", "/v1/jobs/{id}", "/v1/batches", "/v1/batches/{id}", "/health", "/info",
-            "/metrics"} <= set(doc["paths"])
+    assert {
+        "/v1/systemone",
+        "/v1/jobs",
+        "/v1/jobs/{id}",
+        "/v1/batches",
+        "/v1/batches/{id}",
+        "/health",
+        "/info",
+        "/metrics",
+    } <= set(doc["paths"])
     request = doc["components"]["schemas"]["Request"]
     assert request["required"] == ["state", "questions"]
     assert request["properties"]["questions"]["maxProperties"] == 16

@@ -18,15 +18,58 @@ def tls_redis_url(tmp_path):
     if openssl is None or server is None:
         pytest.skip("needs openssl and redis-server")
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     port = free_port()
-    popen = subprocess.Popen([server, "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
-                              "--tls-cert-file", str(cert), "--tls-key-file", str(key), "--tls-ca-cert-file", str(cert),
-                              "--tls-auth-clients", "no", "--requirepass", PASSWORD, "--save", "",
-                              "--appendonly", "no", "--dir", str(tmp_path)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    popen = subprocess.Popen(
+        [
+            server,
+            "--port",
+            "0",
+            "--tls-port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--tls-cert-file",
+            str(cert),
+            "--tls-key-file",
+            str(key),
+            "--tls-ca-cert-file",
+            str(cert),
+            "--tls-auth-clients",
+            "no",
+            "--requirepass",
+            PASSWORD,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     url = f"rediss://:{PASSWORD}@127.0.0.1:{port}/0?ssl_ca_certs={cert}"  # certificates verified against this CA
 
     try:

@@ -93,8 +93,10 @@ def test_errors_are_answered_and_the_process_goes_on(tiny_checkpoint, oracle):
 # error line (400: not JSON text; 422: not a request laya answers) and the next line must still be answered.
 BAD_LINES = {
     "a lone surrogate in the state": (json.dumps({"state": "a \ud800 b", "questions": {"q": NOUL}}).encode(), 422),
-    "bytes that are not UTF-8": (b'{"state": "\xff\xfe", "questions": {"q": {"type": "noul", "instructions": "x"}}}',
-                                 400),
+    "bytes that are not UTF-8": (
+        b'{"state": "\xff\xfe", "questions": {"q": {"type": "noul", "instructions": "x"}}}',
+        400,
+    ),
     "nesting past the JSON parser's recursion limit": (b"[" * 100_000 + b"]" * 100_000, 400),
     "an integer past Python's digit limit": (b'{"state": ' + b"1" * 5000 + b', "questions": {}}', 400),
     "a NaN literal, which JSON does not have": (b'{"state": NaN, "questions": {}}', 400),

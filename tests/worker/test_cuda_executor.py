@@ -29,7 +29,6 @@ ALL_CUBLAS = GemmRoutes("all-cublas", {entry: ((1, None),) for entry in ROUTES["
 MAX_PROBABILITY_DIFFERENCE = 0.05
 
 
-
 def probabilities(response: dict) -> list[float]:
     values = []
     for answer in response["answers"].values():
@@ -42,10 +41,19 @@ def emulated_engine(checkpoint, *, routes=TILELANG_ONLY, original_rope=False) ->
     cfg = ModelConfig.from_checkpoint(checkpoint)
     tables = None
     if original_rope:
-        tables = {kind: rope_tables(theta, cfg.head_dim, cfg.max_len, "cpu")
-                  for kind, theta in (("global", cfg.global_theta), ("local", cfg.local_theta))}
-    executor = CudaExecutor(cfg, load_weights(checkpoint), kernels=EmulatedKernels(cfg), device="cpu", routes=routes,
-                            original_rope=original_rope, rope_tables=tables)
+        tables = {
+            kind: rope_tables(theta, cfg.head_dim, cfg.max_len, "cpu")
+            for kind, theta in (("global", cfg.global_theta), ("local", cfg.local_theta))
+        }
+    executor = CudaExecutor(
+        cfg,
+        load_weights(checkpoint),
+        kernels=EmulatedKernels(cfg),
+        device="cpu",
+        routes=routes,
+        original_rope=original_rope,
+        rope_tables=tables,
+    )
     return Engine(checkpoint, executor=executor)
 
 
@@ -71,8 +79,10 @@ def test_answers_depend_on_what_the_chain_binds(tiny_checkpoint, reference_answe
     """The comparison above can fail: the same chain with one encoder weight zeroed answers otherwise."""
     engine = emulated_engine(tiny_checkpoint)
     engine.executor.weights.layers[1].wo.zero_()
-    diffs = [np.abs(np.subtract(probabilities(engine.decide(r)), probabilities(w))).max()
-             for r, w in zip(REQUESTS, reference_answers, strict=True)]
+    diffs = [
+        np.abs(np.subtract(probabilities(engine.decide(r)), probabilities(w))).max()
+        for r, w in zip(REQUESTS, reference_answers, strict=True)
+    ]
     assert max(diffs) > MAX_PROBABILITY_DIFFERENCE
 
 
@@ -84,12 +94,22 @@ def test_one_forward_launches_the_documented_chain(tiny_checkpoint):
     n_layers, n_head = cfg.num_layers, cfg.head_layers
     assert launches[0] == "embed_norm_bf16" and launches[-1] == "residual_add_f32"
     assert collections.Counter(launches) == {
-        "embed_norm_bf16": 1, "gemm_qkv_bf16": n_layers, "rope_fp32_bf16": n_layers,
-        "attn_fwd_global_bf16": n_global + n_head, "attn_fwd_local_bf16": n_layers - n_global,
-        "gemm_attn_out_bf16": n_layers, "add_norm_bf16": 2 * n_layers, "gemm_geglu_bf16": n_layers,
-        "gemm_mlp_out_bf16": n_layers, "type_add_norm_bias_bf16": 1, "gemm_head_qkv_bias_bf16": n_head,
-        "gemm_head_out_bias_bf16": n_head, "add_norm_bias_bf16": 2 * n_head - 1,
-        "gemm_head_ffn1_bias_relu_bf16": n_head, "gemm_head_ffn2_bias_bf16": n_head, "residual_add_f32": 1,
+        "embed_norm_bf16": 1,
+        "gemm_qkv_bf16": n_layers,
+        "rope_fp32_bf16": n_layers,
+        "attn_fwd_global_bf16": n_global + n_head,
+        "attn_fwd_local_bf16": n_layers - n_global,
+        "gemm_attn_out_bf16": n_layers,
+        "add_norm_bf16": 2 * n_layers,
+        "gemm_geglu_bf16": n_layers,
+        "gemm_mlp_out_bf16": n_layers,
+        "type_add_norm_bias_bf16": 1,
+        "gemm_head_qkv_bias_bf16": n_head,
+        "gemm_head_out_bias_bf16": n_head,
+        "add_norm_bias_bf16": 2 * n_head - 1,
+        "gemm_head_ffn1_bias_relu_bf16": n_head,
+        "gemm_head_ffn2_bias_bf16": n_head,
+        "residual_add_f32": 1,
     }
 
 
@@ -154,15 +174,21 @@ def test_describes_what_it_holds(tiny_checkpoint):
 
 def test_auto_without_a_bundle_is_the_reference(tiny_checkpoint):
     cfg = ModelConfig.from_checkpoint(tiny_checkpoint)
-    executor, why = make_executor("auto", cfg, load_weights(tiny_checkpoint), checkpoint=tiny_checkpoint,
-                                  options=ExecutorOptions(device="cpu"))
+    executor, why = make_executor(
+        "auto", cfg, load_weights(tiny_checkpoint), checkpoint=tiny_checkpoint, options=ExecutorOptions(device="cpu")
+    )
     assert executor.name == "reference" and why == "auto: no bundle given"
 
 
 def test_auto_with_a_bundle_that_does_not_verify_is_the_reference_and_says_why(tiny_checkpoint, tmp_path):
     cfg = ModelConfig.from_checkpoint(tiny_checkpoint)
-    executor, why = make_executor("auto", cfg, load_weights(tiny_checkpoint), checkpoint=tiny_checkpoint,
-                                  options=ExecutorOptions(device="cpu", bundle=tmp_path))
+    executor, why = make_executor(
+        "auto",
+        cfg,
+        load_weights(tiny_checkpoint),
+        checkpoint=tiny_checkpoint,
+        options=ExecutorOptions(device="cpu", bundle=tmp_path),
+    )
     assert executor.name == "reference"
     assert why.startswith(f"auto: bundle {tmp_path} refused: {tmp_path / 'manifest.json'}: missing")
 

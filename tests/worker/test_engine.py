@@ -63,15 +63,20 @@ def test_a_request_naming_this_model_or_no_laya_model_is_answered_by_it(engine, 
     assert engine.decide({**payload(q=NOUL), "model": model_id}) == engine.decide(payload(q=NOUL))
 
 
-@pytest.mark.parametrize(("bad", "field"), [
-    ([], None),
-    ({"model": "typed-decisions", "state": "x", "questions": {}}, "model"),
-    ({"state": "x"}, "questions"),
-    ({"questions": {}}, "state"),
-    ({"state": "x", "questions": {f"q{i}": NOUL for i in range(17)}}, "questions"),
-    ({"state": "x", "questions": {"q": {"type": "choice", "instructions": "i", "criteria": [1, 2]}}},
-     "questions.q.criteria"),
-])
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ([], None),
+        ({"model": "typed-decisions", "state": "x", "questions": {}}, "model"),
+        ({"state": "x"}, "questions"),
+        ({"questions": {}}, "state"),
+        ({"state": "x", "questions": {f"q{i}": NOUL for i in range(17)}}, "questions"),
+        (
+            {"state": "x", "questions": {"q": {"type": "choice", "instructions": "i", "criteria": [1, 2]}}},
+            "questions.q.criteria",
+        ),
+    ],
+)
 def test_invalid_requests_name_the_field(engine, bad, field):
     with pytest.raises(RequestError) as e:
         engine.decide(bad)

@@ -41,8 +41,9 @@ class ExecutorOptions:
     cublas: bool = True  # cuda: let the routing table send GEMMs to cuBLAS
 
 
-def make_executor(name: str, cfg: ModelConfig, weights: dict, *, checkpoint: Path,
-                  options: ExecutorOptions) -> tuple[Executor, str]:
+def make_executor(
+    name: str, cfg: ModelConfig, weights: dict, *, checkpoint: Path, options: ExecutorOptions
+) -> tuple[Executor, str]:
     """The executor called `name`, and why it is the one ("asked for", or what "auto" found).
 
     ValueError (BundleRefused for a bundle that does not verify) when it cannot be built here.
@@ -108,5 +109,13 @@ def _cuda(cfg: ModelConfig, weights: dict, checkpoint: Path, options: ExecutorOp
         raise ValueError(f"the cuda executor cannot run here: {problem}")
     tables = read_tables(options.bundle, cfg.max_len, cfg.head_dim) if options.original_rope else None
     routes = GemmRoutes.for_bundle(kernels.manifest.tile_config, use_cublas=options.cublas)
-    return CudaExecutor(cfg, weights, kernels=kernels, device=device, graphs=not options.eager,
-                        original_rope=options.original_rope, routes=routes, rope_tables=tables)
+    return CudaExecutor(
+        cfg,
+        weights,
+        kernels=kernels,
+        device=device,
+        graphs=not options.eager,
+        original_rope=options.original_rope,
+        routes=routes,
+        rope_tables=tables,
+    )

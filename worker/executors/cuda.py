@@ -119,26 +119,43 @@ class DeviceWeights:
         self.layers = []
         for i in range(cfg.num_layers):
             p = f"encoder.layers.{i}."
-            self.layers.append(EncoderLayer(
-                attn_norm=f32(p + "attn_norm.weight") if i else None, wqkv=bf16(p + "attn.Wqkv.weight"),
-                wo=bf16(p + "attn.Wo.weight"), mlp_norm=f32(p + "mlp_norm.weight"), wi=bf16(p + "mlp.Wi.weight"),
-                wo2=bf16(p + "mlp.Wo.weight"), is_global=cfg.layer_types[i] == GLOBAL))
+            self.layers.append(
+                EncoderLayer(
+                    attn_norm=f32(p + "attn_norm.weight") if i else None,
+                    wqkv=bf16(p + "attn.Wqkv.weight"),
+                    wo=bf16(p + "attn.Wo.weight"),
+                    mlp_norm=f32(p + "mlp_norm.weight"),
+                    wi=bf16(p + "mlp.Wi.weight"),
+                    wo2=bf16(p + "mlp.Wo.weight"),
+                    is_global=cfg.layer_types[i] == GLOBAL,
+                )
+            )
         self.final_norm = f32("encoder.final_norm.weight")
         self.type_emb = f32("type_emb.weight")
         self.head = []
         for j in range(cfg.head_layers):
             p = f"head.layers.{j}."
-            self.head.append(HeadLayer(
-                in_w=bf16(p + "self_attn.in_proj_weight"), in_b=f32(p + "self_attn.in_proj_bias"),
-                out_w=bf16(p + "self_attn.out_proj.weight"), out_b=f32(p + "self_attn.out_proj.bias"),
-                l1_w=bf16(p + "linear1.weight"), l1_b=f32(p + "linear1.bias"),
-                l2_w=bf16(p + "linear2.weight"), l2_b=f32(p + "linear2.bias"),
-                n1_w=f32(p + "norm1.weight"), n1_b=f32(p + "norm1.bias"),
-                n2_w=f32(p + "norm2.weight"), n2_b=f32(p + "norm2.bias")))
+            self.head.append(
+                HeadLayer(
+                    in_w=bf16(p + "self_attn.in_proj_weight"),
+                    in_b=f32(p + "self_attn.in_proj_bias"),
+                    out_w=bf16(p + "self_attn.out_proj.weight"),
+                    out_b=f32(p + "self_attn.out_proj.bias"),
+                    l1_w=bf16(p + "linear1.weight"),
+                    l1_b=f32(p + "linear1.bias"),
+                    l2_w=bf16(p + "linear2.weight"),
+                    l2_b=f32(p + "linear2.bias"),
+                    n1_w=f32(p + "norm1.weight"),
+                    n1_b=f32(p + "norm1.bias"),
+                    n2_w=f32(p + "norm2.weight"),
+                    n2_b=f32(p + "norm2.bias"),
+                )
+            )
         self.scorer, self.act_head = readout_modules(cfg)
         for name, module in (("scorer", self.scorer), ("act_head", self.act_head)):
-            module.load_state_dict({k.removeprefix(name + "."): v for k, v in weights.items()
-                                    if k.startswith(name + ".")}, strict=True)
+            module.load_state_dict(
+                {k.removeprefix(name + "."): v for k, v in weights.items() if k.startswith(name + ".")}, strict=True
+            )
             module.to(device=device, dtype=torch.float32).eval()
 
     def nbytes(self) -> int:
@@ -158,8 +175,10 @@ class Workspaces:
         if geglu_on_cublas:
             self.columns["G2"] = 2 * f  # both halves of the up-projection before gelu(a) * g
         dtypes = {"X": torch.float32}
-        self.buffers = {name: torch.empty(max_tokens * cols, dtype=dtypes.get(name, torch.bfloat16), device=device)
-                        for name, cols in self.columns.items()}
+        self.buffers = {
+            name: torch.empty(max_tokens * cols, dtype=dtypes.get(name, torch.bfloat16), device=device)
+            for name, cols in self.columns.items()
+        }
 
     def view(self, name: str, m: int, cols: int | None = None) -> Tensor:
         cols = cols or self.columns[name]
@@ -200,9 +219,18 @@ def cublas_geglu(A: Tensor, Wi: Tensor, G: Tensor, G2: Tensor):
 class CudaExecutor:
     name = "cuda"
 
-    def __init__(self, cfg: ModelConfig, weights: dict[str, Tensor], *, kernels, device: str | torch.device = "cuda",
-                 graphs: bool = True, original_rope: bool = False, routes: GemmRoutes | None = None,
-                 rope_tables: dict[str, tuple[Tensor, Tensor]] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        weights: dict[str, Tensor],
+        *,
+        kernels,
+        device: str | torch.device = "cuda",
+        graphs: bool = True,
+        original_rope: bool = False,
+        routes: GemmRoutes | None = None,
+        rope_tables: dict[str, tuple[Tensor, Tensor]] | None = None,
+    ) -> None:
         """`kernels`: a loaded `bundle.loader.Kernels` (its `init()` runs here, the first CUDA work).
 
         `rope_tables` (kind -> cos, sin as [max_len, head_dim] fp32) are needed with `original_rope`.
@@ -219,8 +247,11 @@ class CudaExecutor:
         allocated0 = self._allocated()
         self.weights = DeviceWeights(cfg, weights, self.device)
         max_tokens = MAX_ROWS * cfg.max_len
-        geglu_on_cublas = any(self.routes.route("gemm_geglu_bf16", r * t) == CUBLAS
-                              for r in range(1, MAX_ROWS + 1) for t in self._token_buckets())
+        geglu_on_cublas = any(
+            self.routes.route("gemm_geglu_bf16", r * t) == CUBLAS
+            for r in range(1, MAX_ROWS + 1)
+            for t in self._token_buckets()
+        )
         self.ws = Workspaces(cfg, max_tokens, self.device, geglu_on_cublas=geglu_on_cublas)
         # per request: ids (M) | lengths (R) | qtype (R) | marker_pos (R*K) | marker_mask (R*K), all int32
         n_inputs = max_tokens + 2 * MAX_ROWS + 2 * MAX_ROWS * cfg.max_len
@@ -233,8 +264,11 @@ class CudaExecutor:
         self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
         # one capture stream: torch keeps a cuBLAS workspace per stream, so a stream per capture would hold many
         self._capture_stream = torch.cuda.Stream(self.device) if self.graphs else None
-        self._events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) \
-            if self.device.type == "cuda" else None
+        self._events = (
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            if self.device.type == "cuda"
+            else None
+        )
         self.last_gpu_ms: float | None = None
         self.failed: str | None = None
 
@@ -258,8 +292,12 @@ class CudaExecutor:
             raise ValueError(f"batch of {R}x{L} is outside the admitted buckets ({self.admits})")
         layout = np.cumsum([0, M, R, R, R * K, R * K])
         host = self.staging.numpy()
-        for part, start, end in zip((batch.ids, batch.lengths, batch.qtype, batch.marker_pos, batch.marker_mask),
-                                    layout[:-1], layout[1:], strict=True):
+        for part, start, end in zip(
+            (batch.ids, batch.lengths, batch.qtype, batch.marker_pos, batch.marker_mask),
+            layout[:-1],
+            layout[1:],
+            strict=True,
+        ):
             host[start:end] = part.ravel()
         n = int(layout[-1])
         self.inputs[:n].copy_(self.staging[:n], non_blocking=True)
@@ -267,8 +305,8 @@ class CudaExecutor:
             self._events[0].record()
         self._run(R, L)
         h = self.ws.view("X", M).view(R, L, -1)  # the decision head's output stream, fp32
-        marker_pos = self.inputs[layout[3]:layout[4]].view(R, K).long()
-        marker_mask = self.inputs[layout[4]:layout[5]].view(R, K).bool()
+        marker_pos = self.inputs[layout[3] : layout[4]].view(R, K).long()
+        marker_mask = self.inputs[layout[4] : layout[5]].view(R, K).bool()
         logits = score_markers(self.weights.scorer, h, marker_pos, marker_mask)
         act = act_logits(self.weights.act_head, h, logits, marker_mask)
         out = torch.cat([logits, torch.softmax(act.float(), -1)], dim=1)
@@ -325,7 +363,7 @@ class CudaExecutor:
         """Valid inputs for a bucket run without a request: token 0 everywhere, full rows, type 0."""
         M = R * L
         self.inputs[: M + 2 * R].zero_()
-        self.inputs[M:M + R].fill_(L)
+        self.inputs[M : M + R].fill_(L)
 
     # ---- the chain of launches
 
@@ -338,7 +376,7 @@ class CudaExecutor:
     def _chain(self, R: int, L: int) -> list[Step]:
         """Every launch of one forward pass over R rows of L tokens, arguments bound to the static buffers."""
         w, ws, M = self.weights, self.ws, R * L
-        ids, lens, qtype = self.inputs[:M], self.inputs[M:M + R], self.inputs[M + R:M + 2 * R]
+        ids, lens, qtype = self.inputs[:M], self.inputs[M : M + R], self.inputs[M + R : M + 2 * R]
         X, Y, QKV, O = ws.view("X", M), ws.view("Y", M), ws.view("QKV", M), ws.view("O", M)
         G = ws.view("G", M, self.cfg.intermediate_size)
         H = ws.view("G", M, 4 * self.cfg.hidden_size)  # the head's FFN activations share G's buffer
@@ -379,8 +417,9 @@ class CudaExecutor:
         bound = getattr(self.kernels, entry).bind(*args)
         return Step(entry, bound.symbol, bound)
 
-    def _gemm(self, entry: str, A: Tensor, W: Tensor, C: Tensor, *, bias: Tensor | None = None,
-              relu: bool = False) -> Step:
+    def _gemm(
+        self, entry: str, A: Tensor, W: Tensor, C: Tensor, *, bias: Tensor | None = None, relu: bool = False
+    ) -> Step:
         """C = act(A @ W^T (+ bias)): the bundle's kernel, or cuBLAS where the routing table says so."""
         if self.routes.route(entry, A.shape[0]) != CUBLAS:
             return self._kernel(entry, A, W, *(() if bias is None else (bias,)), C)
@@ -396,8 +435,10 @@ class CudaExecutor:
     def _rope_arguments(self, tables: dict[str, tuple[Tensor, Tensor]] | None) -> dict[str, tuple[Tensor, ...]]:
         """Per layer kind, the arguments between QKV and L of the chosen RoPE entry point."""
         if self.rope_entry == "rope_table_bf16":
-            return {kind: tuple(t.to(self.device, torch.float32).contiguous() for t in tables[kind])
-                    for kind in ("global", "local")}
+            return {
+                kind: tuple(t.to(self.device, torch.float32).contiguous() for t in tables[kind])
+                for kind in ("global", "local")
+            }
         from bundle.export_tables import inv_freq
 
         thetas = {"global": self.cfg.global_theta, "local": self.cfg.local_theta}
@@ -436,7 +477,10 @@ class CudaExecutor:
             "graphs": self.graphs,
             "rope": self.rope_entry,
             "gemm_routes": self.routes.summary(),
-            "admits": {"max_rows": self.admits.max_rows, "max_tokens": self.admits.max_tokens,
-                       "token_step": self.admits.token_step},
+            "admits": {
+                "max_rows": self.admits.max_rows,
+                "max_tokens": self.admits.max_tokens,
+                "token_step": self.admits.token_step,
+            },
             "memory": self.memory(),
         }

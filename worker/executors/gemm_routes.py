@@ -60,6 +60,9 @@ class GemmRoutes:
         """One line for the startup log: the table's name and what goes to cuBLAS."""
         if not self.ranges:
             return f"{self.name}: every GEMM on the bundle's kernels"
-        parts = [f"{entry} M {low}-{high if high is not None else 'any'}"
-                 for entry, ranges in self.ranges.items() for low, high in ranges]
+        parts = [
+            f"{entry} M {low}-{high if high is not None else 'any'}"
+            for entry, ranges in self.ranges.items()
+            for low, high in ranges
+        ]
         return f"{self.name}: cuBLAS for " + ", ".join(parts)

@@ -79,8 +79,9 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, index: int) -> None:
         super().__init__()
         # layer 0 attends to the normalized embeddings directly
-        self.attn_norm = nn.Identity() if index == 0 else nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps,
-                                                                        bias=cfg.norm_bias)
+        self.attn_norm = (
+            nn.Identity() if index == 0 else nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps, bias=cfg.norm_bias)
+        )
         self.attn = Attention(cfg)
         self.mlp_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps, bias=cfg.norm_bias)
         self.mlp = MLP(cfg)
@@ -102,8 +103,10 @@ class Encoder(nn.Module):
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:  # [R, L] -> [R, L, D]
         cfg, n_tokens = self.cfg, input_ids.shape[1]
         x = self.embeddings(input_ids)
-        rope = {True: rope_cos_sin(cfg.global_theta, cfg.head_dim, n_tokens, x.device),
-                False: rope_cos_sin(cfg.local_theta, cfg.head_dim, n_tokens, x.device)}
+        rope = {
+            True: rope_cos_sin(cfg.global_theta, cfg.head_dim, n_tokens, x.device),
+            False: rope_cos_sin(cfg.local_theta, cfg.head_dim, n_tokens, x.device),
+        }
         keep = {True: global_keep(attention_mask), False: sliding_keep(attention_mask, cfg.window)}
         for layer in self.layers:
             x = layer(x, rope[layer.is_global], keep[layer.is_global])
@@ -146,8 +149,9 @@ class DecisionModel(nn.Module):
         self.type_emb = nn.Embedding(3, d)
         self.scorer, self.act_head = readout_modules(cfg)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, marker_pos: Tensor, marker_mask: Tensor,
-                qtype: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor, marker_pos: Tensor, marker_mask: Tensor, qtype: Tensor
+    ) -> tuple[Tensor, Tensor]:
         h = self.encoder(input_ids, attention_mask) + self.type_emb(qtype)[:, None, :]  # [R, L, D]
         padding = ~attention_mask.bool()
         for layer in self.head.layers:
@@ -196,8 +200,9 @@ def load_model(cfg: ModelConfig, weights: dict[str, Tensor], device: torch.devic
     unknown = set(weights) - expected - set(DROPPED_WEIGHTS)
     missing = expected - set(weights)
     if unknown or missing:
-        raise ValueError(f"checkpoint weights do not match the model: missing {sorted(missing)[:5]}, "
-                         f"unknown {sorted(unknown)[:5]}")
+        raise ValueError(
+            f"checkpoint weights do not match the model: missing {sorted(missing)[:5]}, unknown {sorted(unknown)[:5]}"
+        )
     # clone: safetensors hands out views at arbitrary byte offsets, and a GEMM over unaligned weights takes
     # another code path whose float32 rounding differs from the reference's in the last bit
     model.load_state_dict({k: v.clone() for k, v in weights.items() if k in expected}, strict=True, assign=True)
@@ -223,6 +228,11 @@ class ReferenceExecutor:
 
         lengths = tensor(batch.lengths)
         attention_mask = (torch.arange(batch.width, device=self.device)[None, :] < lengths[:, None]).long()
-        logits, act = self.model(tensor(batch.ids), attention_mask, tensor(batch.marker_pos),
-                                 tensor(batch.marker_mask, torch.bool), tensor(batch.qtype))
+        logits, act = self.model(
+            tensor(batch.ids),
+            attention_mask,
+            tensor(batch.marker_pos),
+            tensor(batch.marker_mask, torch.bool),
+            tensor(batch.qtype),
+        )
         return Outputs(logits.float().cpu().numpy(), torch.softmax(act.float(), -1).cpu().numpy())
