@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = {ep.name for ep in metadata.distribution("laya-service").entry_points if ep.group == "console_scripts"}
 # what each command reads from the environment
 READS = {
-    "laya-api": {"LAYA_" + key for key in SETTINGS},
-    "laya-worker": {name for name, _, _ in ENV.values()},
+    "laya-api": {setting.var for setting in SETTINGS.values()},
+    "laya-worker": {setting.var for setting in ENV.values()},
     "laya-bundle": set(),
 }
 TARGET_OF = {"api": "api", "worker": "worker", "worker-typed-decisions": "worker", "bundle": "bundle"}
