@@ -14,6 +14,7 @@ import time
 from celery import Celery
 from flask import Flask, current_app
 
+from app import task_message, tracing
 from app.errors import ApiError, from_envelope
 from worker import contract
 
@@ -47,22 +48,31 @@ class Dispatcher:
 
     # --- single requests ---
 
-    def submit(self, payload: dict, *, record: bool, trace: bool = False) -> str:
-        """Enqueue one request on its model's queue; `record` makes the id fetchable at /v1/jobs/<id>,
-        `trace` asks the worker to store its stage times too."""
+    def submit(self, payload: dict, *, record: bool) -> str:
+        """Enqueue one request on its model's queue; `record` makes the id fetchable at /v1/jobs/<id>."""
         job_id = new_id()
         if record:
             self._record(job_id, {"kind": "job", "model": payload["model"]})
-        headers = {contract.TRACE_MESSAGE_HEADER: True} if trace else None
-        self._send(contract.TASK_DECIDE, payload, job_id, payload["model"], headers=headers)
+        self._send(contract.TASK_DECIDE, payload, job_id, payload["model"])
         return job_id
 
-    def wait(self, job_id: str, model: str, timeout_s: float) -> dict:
-        """The envelope of a submitted request, taken from its result key as soon as the worker writes it.
+    def call(self, payload: dict, timeout_s: float, *, trace: bool = False) -> tuple[str, dict]:
+        """Enqueue one request and block for its envelope, both in one Redis round trip (LPUSH, then BLPOP
+        on its result key in the same pipeline); `trace` asks the worker to store its stage times too.
 
         :raise 504: not answered within `timeout_s`; the id is recorded so the answer can be fetched later.
         """
-        reply = self.waiter.blpop([contract.result_key(job_id)], timeout=timeout_s)
+        job_id, model = new_id(), payload["model"]
+        queue = contract.queue_name(model)
+        headers = {contract.TRACE_MESSAGE_HEADER: True} if trace else None
+        message = task_message.encode(
+            self.celery, contract.TASK_DECIDE, payload, task_id=job_id, queue=queue, headers=headers
+        )
+        tracing.stamp("api_enqueued")
+        pipe = self.waiter.pipeline(transaction=False)
+        pipe.lpush(queue, message)
+        pipe.blpop([contract.result_key(job_id)], timeout=timeout_s)
+        _, reply = pipe.execute()
         if reply is None:
             self._record(job_id, {"kind": "job", "model": model})
             raise ApiError(
@@ -73,7 +83,7 @@ class Dispatcher:
         envelope = json.loads(reply[1])
         if envelope.get("error") == "executor_failure":
             self._ready_until.pop(model, None)
-        return envelope
+        return job_id, envelope
 
     def job(self, job_id: str) -> dict:
         """{"id", "status", "result"?, "error"?} of a recorded job. :raise 404: unknown id."""
@@ -137,18 +147,11 @@ class Dispatcher:
 
     # --- helpers ---
 
-    def _send(self, task: str, argument: dict, job_id: str, model: str, headers: dict | None = None) -> None:
+    def _send(self, task: str, argument: dict, job_id: str, model: str) -> None:
         """Enqueue `task(argument)` as `job_id`; if that fails, no record is left claiming a queued job."""
+        queue = contract.queue_name(model)
         try:
-            # argsrepr: Celery would otherwise render the payload into the message, and the worker's log lines
-            self.celery.send_task(
-                task,
-                args=[argument],
-                task_id=job_id,
-                queue=contract.queue_name(model),
-                headers=headers,
-                argsrepr="(payload)",
-            )
+            self.redis.lpush(queue, task_message.encode(self.celery, task, argument, task_id=job_id, queue=queue))
         except Exception:
             self.redis.delete(contract.job_key(job_id))
             raise

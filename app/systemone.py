@@ -22,9 +22,7 @@ def systemone() -> Response:
     d.require_ready(payload["model"])
     tracing.stamp("api_ready")
     submitted_at = time.time()
-    job_id = d.submit(payload, record=False, trace=tracing.active())
-    tracing.stamp("api_enqueued")
-    envelope = d.wait(job_id, payload["model"], current_app.config["SYNC_TIMEOUT_S"])
+    job_id, envelope = d.call(payload, current_app.config["SYNC_TIMEOUT_S"], trace=tracing.active())
     tracing.stamp("api_woke")
     if not envelope.get("ok"):
         raise from_envelope(envelope)

@@ -1,0 +1,63 @@
+"""The API builds its task messages itself (app/task_message.py); they must be what Celery's `send_task` puts
+on the queue, up to the parts that differ on every send, and a real worker must run them (every sync call of
+the other service tests goes this way)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import redis
+from celery import Celery
+
+from app import task_message
+from worker import contract
+
+PAYLOAD = {"model": "english", "state": "s", "questions": {"q": {"type": "noul", "instructions": "i?"}}}
+PER_SEND = {("properties", "delivery_tag"), ("properties", "reply_to"), ("headers", "ignore_result")}
+
+
+def queued(url: str, send) -> dict:
+    client = redis.Redis.from_url(url)
+    send()
+    (raw,) = client.lrange("laya:test-queue", 0, -1)
+    client.delete("laya:test-queue")
+    message = json.loads(raw)
+    message["body"] = json.loads(base64.b64decode(message["body"]))
+    for part, key in PER_SEND:
+        message[part].pop(key, None)
+    message["properties"].pop("argsrepr", None)  # send_task copies its options into the properties too
+    return message
+
+
+def test_a_built_message_is_what_send_task_queues(private_db):
+    celery = Celery("test")
+    celery.conf.update(contract.celery_config(private_db))
+    headers = {contract.TRACE_MESSAGE_HEADER: True}
+    want = queued(
+        private_db,
+        lambda: celery.send_task(
+            contract.TASK_DECIDE,
+            args=[PAYLOAD],
+            task_id="job-1",
+            queue="laya:test-queue",
+            headers=headers,
+            argsrepr="(payload)",
+        ),
+    )
+    built = task_message.encode(
+        celery, contract.TASK_DECIDE, PAYLOAD, task_id="job-1", queue="laya:test-queue", headers=headers
+    )
+    got = queued(private_db, lambda: redis.Redis.from_url(private_db).lpush("laya:test-queue", built))
+    assert got == want
+
+
+def test_every_message_has_its_own_delivery_tag():
+    celery = Celery("test")
+    tags = {
+        json.loads(task_message.encode(celery, contract.TASK_DECIDE, PAYLOAD, task_id="j", queue="q"))["properties"][
+            "delivery_tag"
+        ]
+        for _ in range(3)
+    }
+    assert len(tags) == 3
