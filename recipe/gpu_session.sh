@@ -34,7 +34,8 @@ for s in $steps; do
     kernels) LAYA_TEST_BUNDLES=bundles/original:bundles/optimized \
                step kernels 90 python3 -m pytest -q -p no:cacheprovider tests/kernels ;;
     gpu-tests) step gpu-tests 150 python3 -m pytest -q -p no:cacheprovider -rf tests/gpu ;;
-    parity) step parity 120 python3 -m recipe.parity --checkpoint "$ckpt" --bundle "$optimized" --output "$work/parity" ;;
+    parity) step parity 240 python3 -m recipe.parity --checkpoint "$ckpt" --bundle "$optimized" --per-class 100 \
+              --output "$work/parity" ;;
     compare) step compare 220 python3 -m recipe.benchmark --checkpoint "$ckpt" --bundle "$optimized" --compare \
                --output "$work/compare" ;;
     service) step service 120 recipe/gpu_service.sh "$ckpt" "$optimized" "$work/service" ;;

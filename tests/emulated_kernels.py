@@ -66,6 +66,9 @@ class _Math:
         X.add_(R.float())
         Y.copy_(reference.layer_norm(X, W, None, self.cfg.norm_eps))
 
+    def norm_bias_bf16(self, X, W, Bias, Y):
+        Y.copy_(reference.layer_norm(X, W, Bias, self.cfg.norm_eps))
+
     def add_norm_bias_bf16(self, X, R, W, Bias, Y):
         X.add_(R.float())
         Y.copy_(reference.layer_norm(X, W, Bias, HEAD_EPS))

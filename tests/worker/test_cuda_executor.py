@@ -19,14 +19,15 @@ from worker.contract import ExecutorError
 from worker.engine import Engine
 from worker.executors import ExecutorOptions, make_executor
 from worker.executors.cuda import BundleRefused, CudaExecutor
-from worker.executors.gemm_routes import CUBLAS, ROUTES, TILELANG, GemmRoutes
+from worker.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, ROUTES, TILELANG, GemmRoutes
 from worker.sequences import Row
 
 TILELANG_ONLY = GemmRoutes("tilelang", {})
 ALL_CUBLAS = GemmRoutes("all-cublas", {entry: ((1, None),) for entry in ROUTES["optimized"]})
 # bf16 weights and activations against the fp32 reference, on a random tiny model whose scorer is 32x wider than
-# its fan-in (so options differ by whole logits): what the emulated chain shows, with room for another draw
-MAX_PROBABILITY_DIFFERENCE = 0.05
+# its fan-in (so options differ by whole logits): the emulated chain shows up to 0.055 across routes and RoPE
+# modes, one encoder weight zeroed 0.22 (the test below)
+MAX_PROBABILITY_DIFFERENCE = 0.08
 
 
 def probabilities(response: dict) -> list[float]:
@@ -99,10 +100,8 @@ def test_one_forward_launches_the_documented_chain(tiny_checkpoint):
         "rope_fp32_bf16": n_layers,
         "attn_fwd_global_bf16": n_global + n_head,
         "attn_fwd_local_bf16": n_layers - n_global,
-        "gemm_attn_out_bf16": n_layers,
-        "add_norm_bf16": 2 * n_layers,
+        "norm_bias_bf16": 2 * n_layers,  # attention out and MLP out add into the fp32 stream on cuBLAS
         "gemm_geglu_bf16": n_layers,
-        "gemm_mlp_out_bf16": n_layers,
         "type_add_norm_bias_bf16": 1,
         "gemm_head_qkv_bias_bf16": n_head,
         "gemm_head_out_bias_bf16": n_head,
@@ -136,6 +135,7 @@ def test_each_bucket_records_what_runs_each_entry_point(tiny_checkpoint):
     small, large = (m for _, m in sorted(mapping.items(), key=lambda kv: int(kv[0].split("x")[0])))
     assert small["gemm_geglu_bf16"] == CUBLAS and large["gemm_geglu_bf16"] == "emulated_gemm_geglu_bf16"
     assert small["gemm_qkv_bf16"] == "emulated_gemm_qkv_bf16"
+    assert small["gemm_attn_out_bf16"] == large["gemm_mlp_out_bf16"] == CUBLAS_ACCUMULATE
     assert "16x512" in mapping
 
 

@@ -6,7 +6,8 @@ for the largest admitted shape (16 rows x max_len tokens). A forward pass is the
 exactly, tokens padded to TOKEN_STEP) the chain is bound once (arguments checked, pointers fixed) and
 captured into a CUDA graph on first use; a request then copies its ids, lengths and question types into
 the static input buffer and replays. GEMMs that `gemm_routes` sends to cuBLAS run through torch inside
-the same graph. The scorer at the option markers, the act head and the readback run after the replay,
+the same graph, and so do the two GEMMs per layer whose output is added to the residual stream: they
+accumulate into it in fp32 (`cublas_accumulate`). The scorer at the option markers, the act head and the readback run after the replay,
 outside capture, in torch (fp32).
 
 Nothing here imports TileLang: the kernels come from the bundle's library through `bundle.loader`.
@@ -25,7 +26,7 @@ from torch import Tensor
 
 from laya_common.model import GLOBAL, ModelConfig
 from worker.batch import Admits, Batch, Outputs
-from worker.executors.gemm_routes import CUBLAS, GemmRoutes
+from worker.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, GemmRoutes
 from worker.executors.reference import act_logits, readout_modules, score_markers
 
 log = logging.getLogger("laya.executor")
@@ -131,6 +132,8 @@ class DeviceWeights:
                 )
             )
         self.final_norm = f32("encoder.final_norm.weight")
+        # the encoder's norms have no bias; they run on the bundle's norm-with-bias kernel with this one
+        self.no_bias = torch.zeros(cfg.hidden_size, device=device, dtype=torch.float32)
         self.type_emb = f32("type_emb.weight")
         self.head = []
         for j in range(cfg.head_layers):
@@ -214,6 +217,16 @@ def cublas_geglu(A: Tensor, Wi: Tensor, G: Tensor, G2: Tensor):
         torch.mul(F.gelu(G2[:, :f]), G2[:, f:], out=G)
 
     return run
+
+
+def cublas_accumulate(A: Tensor, W: Tensor, X: Tensor):
+    """A launch of X += A @ W^T into the fp32 stream: cuBLAS reads and writes X in fp32 in its epilogue, so the
+    layer's output is never rounded to bf16 (capturable). On the CPU, where torch has no bf16 GEMM with an fp32
+    output, the same sum from fp32 copies (the tests' emulated chain)."""
+    Wt = W.t()
+    if X.device.type != "cuda":
+        return lambda: X.addmm_(A.float(), Wt.float())
+    return lambda: torch.addmm(X, A, Wt, out_dtype=torch.float32, out=X)
 
 
 class CudaExecutor:
@@ -388,11 +401,11 @@ class CudaExecutor:
                 self._gemm("gemm_qkv_bf16", Y, layer.wqkv, QKV),
                 self._kernel(self.rope_entry, QKV, *self.rope[kind], L),
                 self._kernel(f"attn_fwd_{kind}_bf16", QKV, lens, L, O),
-                self._gemm("gemm_attn_out_bf16", O, layer.wo, Y),
-                self._kernel("add_norm_bf16", X, Y, layer.mlp_norm, Y),
+                Step("gemm_attn_out_bf16", CUBLAS_ACCUMULATE, cublas_accumulate(O, layer.wo, X)),
+                self._kernel("norm_bias_bf16", X, layer.mlp_norm, w.no_bias, Y),
                 self._geglu(Y, layer.wi, G),
-                self._gemm("gemm_mlp_out_bf16", G, layer.wo2, Y),
-                self._kernel("add_norm_bf16", X, Y, nxt, Y),
+                Step("gemm_mlp_out_bf16", CUBLAS_ACCUMULATE, cublas_accumulate(G, layer.wo2, X)),
+                self._kernel("norm_bias_bf16", X, nxt, w.no_bias, Y),
             ]
         # the head's stream starts as bf16(final_norm(x)) + the question type's embedding, in X's buffer
         first = w.head[0]

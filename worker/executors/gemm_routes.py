@@ -12,6 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 CUBLAS, TILELANG = "cublas", "tilelang"
+# The encoder's two GEMMs whose output joins the residual stream (attention out, MLP out) are not routed: they
+# always run on cuBLAS, adding A @ W^T into the fp32 stream in the GEMM's epilogue (the bundle's kernels write
+# bf16, and that rounding was the largest part of the distance to fp32: docs/cuda-executor.md, Parity).
+CUBLAS_ACCUMULATE = "cublas-fp32-accumulate"
 
 # (lowest M, highest M or None for no bound) per entry point.
 Ranges = tuple[tuple[int, int | None], ...]
@@ -25,9 +29,7 @@ ROUTES: dict[str, dict[str, Ranges]] = {
     # slower from 2560 (0.74x to 0.82x). A measured M wins the range down to the previous measured M.
     "optimized": {
         "gemm_qkv_bf16": ((1, None),),
-        "gemm_attn_out_bf16": ((1, None),),
         "gemm_geglu_bf16": ((129, 1024),),
-        "gemm_mlp_out_bf16": ((1, None),),
         "gemm_head_qkv_bias_bf16": ((1, None),),
         "gemm_head_out_bias_bf16": ((1, None),),
         "gemm_head_ffn1_bias_relu_bf16": ((17, None),),
