@@ -401,10 +401,10 @@ class CudaExecutor:
                 self._gemm("gemm_qkv_bf16", Y, layer.wqkv, QKV),
                 self._kernel(self.rope_entry, QKV, *self.rope[kind], L),
                 self._kernel(f"attn_fwd_{kind}_bf16", QKV, lens, L, O),
-                Step("gemm_attn_out_bf16", CUBLAS_ACCUMULATE, cublas_accumulate(O, layer.wo, X)),
+                *self._accumulate("gemm_attn_out_bf16", O, layer.wo, X),
                 self._kernel("norm_bias_bf16", X, layer.mlp_norm, w.no_bias, Y),
                 self._geglu(Y, layer.wi, G),
-                Step("gemm_mlp_out_bf16", CUBLAS_ACCUMULATE, cublas_accumulate(G, layer.wo2, X)),
+                *self._accumulate("gemm_mlp_out_bf16", G, layer.wo2, X),
                 self._kernel("norm_bias_bf16", X, nxt, w.no_bias, Y),
             ]
         # the head's stream starts as bf16(final_norm(x)) + the question type's embedding, in X's buffer
@@ -414,16 +414,14 @@ class CudaExecutor:
             steps += [
                 self._gemm("gemm_head_qkv_bias_bf16", Y, layer.in_w, QKV, bias=layer.in_b),
                 self._kernel("attn_fwd_global_bf16", QKV, lens, L, O),
-                self._gemm("gemm_head_out_bias_bf16", O, layer.out_w, Y, bias=layer.out_b),
-                self._kernel("add_norm_bias_bf16", X, Y, layer.n2_w, layer.n2_b, Y),
+                *self._accumulate("gemm_head_out_bias_bf16", O, layer.out_w, X, bias=layer.out_b),
+                self._kernel("norm_bias_bf16", X, layer.n2_w, layer.n2_b, Y),
                 self._gemm("gemm_head_ffn1_bias_relu_bf16", Y, layer.l1_w, H, bias=layer.l1_b, relu=True),
-                self._gemm("gemm_head_ffn2_bias_bf16", H, layer.l2_w, Y, bias=layer.l2_b),
+                *self._accumulate("gemm_head_ffn2_bias_bf16", H, layer.l2_w, X, bias=layer.l2_b),
             ]
             if j + 1 < len(w.head):
                 nxt = w.head[j + 1]
-                steps.append(self._kernel("add_norm_bias_bf16", X, Y, nxt.n1_w, nxt.n1_b, Y))
-            else:
-                steps.append(self._kernel("residual_add_f32", X, Y))
+                steps.append(self._kernel("norm_bias_bf16", X, nxt.n1_w, nxt.n1_b, Y))
         return steps
 
     def _kernel(self, entry: str, *args) -> Step:
@@ -437,6 +435,13 @@ class CudaExecutor:
         if self.routes.route(entry, A.shape[0]) != CUBLAS:
             return self._kernel(entry, A, W, *(() if bias is None else (bias,)), C)
         return Step(entry, CUBLAS, cublas_gemm(A, W, C, bias=bias, relu=relu))
+
+    def _accumulate(self, entry: str, A: Tensor, W: Tensor, X: Tensor, *, bias: Tensor | None = None) -> list[Step]:
+        """X += A @ W^T (+ bias) into an fp32 stream: cuBLAS, then the bias (fp32) in its own pass."""
+        steps = [Step(entry, CUBLAS_ACCUMULATE, cublas_accumulate(A, W, X))]
+        if bias is not None:
+            steps.append(Step(f"{entry}:bias", "torch", lambda: X.add_(bias)))
+        return steps
 
     def _geglu(self, A: Tensor, Wi: Tensor, G: Tensor) -> Step:
         """G = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T): the fused kernel, or cuBLAS and one elementwise pass."""
