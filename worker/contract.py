@@ -245,9 +245,14 @@ TRACE_TTL_S = 600
 def write_trace(redis, job_id: str, stamps: dict[str, float]) -> None:
     """Add `stamps` to the request's trace in Redis (kept TRACE_TTL_S)."""
     pipe = redis.pipeline()
+    queue_trace(pipe, job_id, stamps)
+    pipe.execute()
+
+
+def queue_trace(pipe, job_id: str, stamps: dict[str, float]) -> None:
+    """`write_trace`'s commands, added to a pipeline that another write sends."""
     pipe.hset(trace_key(job_id), mapping=stamps)
     pipe.expire(trace_key(job_id), TRACE_TTL_S)
-    pipe.execute()
 
 
 def executor_metrics_key(model: str) -> str:

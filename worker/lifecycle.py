@@ -188,7 +188,7 @@ class Runtime:
         executor_seconds: float | None = None,
         trace: dict[str, float] | None = None,
     ) -> None:
-        """Write a task's envelope, and its metrics, in one round trip."""
+        """Write a task's envelope, its metrics and its trace, in one round trip."""
         ttl_s, key = self.settings.result_ttl_s, contract.result_key(job_id)
         pipe = self.redis.pipeline(transaction=False)
         pipe.rpush(key, json.dumps(envelope))
@@ -197,9 +197,9 @@ class Runtime:
         if executor_seconds is not None:
             record_executor_seconds(pipe, self.settings.model, executor_seconds)
         tracing.stamp(trace, "result_sent")  # the waiting API may wake before this call returns
-        pipe.execute()
         if trace is not None:
-            contract.write_trace(self.redis, job_id, {**trace, "worker": self.heartbeat.record["node"]})
+            contract.queue_trace(pipe, job_id, {**trace, "worker": self.heartbeat.record["node"]})
+        pipe.execute()
 
     def _append(self, key: str, start: int, results: list[dict], seconds: float) -> bool:
         """Append a batch chunk that begins at result `start`; False if the list does not end there."""
