@@ -6,7 +6,7 @@ Generates requests (seeded) in six classes: one noul; one choice of 2-5 options;
 options; one score of 3-10 levels; 3-8 mixed questions; 2-5 questions over a long state (cut to max_len).
 Each is answered by the fp32 reference executor on the GPU (the oracle), the cuda executor in CUDA
 graphs with each RoPE mode, and laya 0.3.20's stock bf16 autocast path on the same GPU and weights.
-Per class and system: max and p99 of |dp| (every option probability of every question, as answered on
+Per class and system: max, p99 and rms of |dp| (every option probability of every question, as answered on
 the wire) and the fraction of requests where some question's top answer differs from fp32's.
 Writes OUT/parity.json (every request's distances, the summary, versions) and OUT/parity.md (the table).
 """
@@ -152,16 +152,18 @@ def summarize(samples: list[dict], names: list[str]) -> dict:
             summary[cls][name] = {
                 "max_dp": float(dp.max()),
                 "p99_dp": float(np.percentile(dp, 99)),
+                "rms_dp": float(np.sqrt(np.mean(dp**2))),
                 "top_differs": sum(s["systems"][name]["top_differs"] for s in rows) / len(rows),
             }
     return summary
 
 
 def table(summary: dict, names: list[str]) -> str:
-    head = "| class | requests | " + " | ".join(f"{n}: max / p99 dp, top differs" for n in names) + " |"
+    head = "| class | requests | " + " | ".join(f"{n}: max / p99 / rms dp, top differs" for n in names) + " |"
     lines = [head, "|" + " --- |" * (2 + len(names))]
     for cls, row in summary.items():
-        cells = [f"{row[n]['max_dp']:.4f} / {row[n]['p99_dp']:.4f}, {100 * row[n]['top_differs']:.1f}%" for n in names]
+        distance = {n: " / ".join(f"{row[n][k]:.4f}" for k in ("max_dp", "p99_dp", "rms_dp")) for n in names}
+        cells = [f"{distance[n]}, {100 * row[n]['top_differs']:.1f}%" for n in names]
         lines.append(f"| {cls} | {row['requests']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
