@@ -168,7 +168,7 @@ def table(summary: dict, names: list[str]) -> str:
     return "\n".join(lines)
 
 
-def main(*, checkpoint: Path, bundle: Path, output: Path, per_class: int) -> int:
+def main(*, checkpoint: Path, bundle: Path, output: Path, per_class: int, seed: int) -> int:
     import torch
 
     from worker.engine import Engine
@@ -177,7 +177,7 @@ def main(*, checkpoint: Path, bundle: Path, output: Path, per_class: int) -> int
     output.mkdir(parents=True)
     reference = Engine(checkpoint, executor="reference", options=ExecutorOptions(device="cuda"))
     compared = systems(checkpoint, bundle)
-    requests = generate(per_class)
+    requests = generate(per_class, seed)
     samples = []
     for i, (cls, payload) in enumerate(requests):
         want = reference.decide(payload)
@@ -198,6 +198,7 @@ def main(*, checkpoint: Path, bundle: Path, output: Path, per_class: int) -> int
         "checkpoint": str(checkpoint),
         "bundle": compared[names[0]].executor.describe()["bundle"],
         "per_class": per_class,
+        "seed": seed,
     }
     (output / "parity.json").write_text(json.dumps({"meta": meta, "summary": summary, "samples": samples}) + "\n")
     text = table(summary, names)
@@ -214,10 +215,13 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--bundle", type=Path, required=True, help="a bundle verified against that checkpoint")
     p.add_argument("--output", type=Path, required=True, help="a directory that does not exist yet")
     p.add_argument("--per-class", type=int, default=40, help="requests per class (default 40: 240 in all)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated requests (default 0)")
     args = p.parse_args(argv)
     if args.output.exists():
         p.error(f"{args.output} exists; give a fresh directory")
-    return main(checkpoint=args.checkpoint, bundle=args.bundle, output=args.output, per_class=args.per_class)
+    return main(
+        checkpoint=args.checkpoint, bundle=args.bundle, output=args.output, per_class=args.per_class, seed=args.seed
+    )
 
 
 if __name__ == "__main__":
