@@ -25,14 +25,15 @@ class FakeDispatcher:
         if not self.ready:
             raise ApiError("unavailable", "no warm worker")
 
-    def submit(self, payload: dict, *, record: bool, trace: bool = False) -> str:
+    def submit(self, payload: dict, *, record: bool) -> str:
         self.submitted.append(payload)
         return "job-1"
 
-    def wait(self, job_id: str, model: str, timeout_s: float) -> dict:
+    def call(self, payload: dict, timeout_s: float, *, trace: bool = False) -> tuple[str, dict]:
+        job_id = self.submit(payload, record=False)
         if self.timeout:
             raise ApiError("timeout", "no answer", id=job_id)
-        return self.envelope
+        return job_id, self.envelope
 
     def job(self, job_id: str) -> dict:
         raise ApiError("not_found", f"no job with id {job_id!r}")
