@@ -9,6 +9,10 @@ each stamped (time.time(), one clock on one host) by the process it runs in:
     client_sent, api_received, api_validated, api_ready, api_enqueued, worker_received, task_started,
     engine_started, engine_finished, result_sent, api_woke, api_responded, client_received
 
+The lone client then sends --samples more without asking for a trace ("1 untraced"): storing a trace
+costs the traced request nothing, but gunicorn reads the next request on the connection only once that
+store has returned, so this series is the overhead with no tracing at all.
+
 In the same run it measures the bare Celery round trip (recipe/celery_floor.py) per worker pool.
 Writes samples.json (every sample, the summaries, the floor, the command line, versions, the
 machine's load) into --output.
@@ -40,6 +44,7 @@ REQUEST = {
 }
 WARMUPS, SAMPLES, PER_CLIENT = 20, 100, 20
 CLIENTS = (1, 8, 32)
+UNTRACED = "1 untraced"  # the level of the lone client's samples sent without a trace
 TRACE_TRIES = 20
 STAGES = (
     "client_sent",
@@ -61,8 +66,8 @@ STAGES = (
 class Sampler:
     """One caller with a kept-alive connection, sending REQUEST and timing each answer."""
 
-    def __init__(self, frontend: str, api_key: str) -> None:
-        self.client = Client(frontend, api_key)
+    def __init__(self, frontend: str, api_key: str, *, trace: bool = True) -> None:
+        self.client = Client(frontend, api_key, trace=trace)
         self.body = json.dumps(REQUEST).encode()
 
     def one(self) -> dict:
@@ -82,7 +87,9 @@ class Sampler:
         }
 
 
-def run_clients(frontend: str, api_key: str, n_clients: int, per_client: int, warmups: int) -> list[dict]:
+def run_clients(
+    frontend: str, api_key: str, n_clients: int, per_client: int, warmups: int, *, trace: bool = True
+) -> list[dict]:
     """`n_clients` threads, each with its own connection, each sending `warmups` then `per_client` requests."""
     results: list[list[dict]] = [[] for _ in range(n_clients)]
     errors: list[BaseException] = []
@@ -90,7 +97,7 @@ def run_clients(frontend: str, api_key: str, n_clients: int, per_client: int, wa
 
     def client(k: int) -> None:
         try:
-            c = Sampler(frontend, api_key)
+            c = Sampler(frontend, api_key, trace=trace)
             for _ in range(warmups):
                 c.one()
             start.wait()
@@ -200,6 +207,8 @@ def main(
         traced = bool(redis_url) and add_worker_stamps(rows, redis_url)
         all_traced &= traced
         levels[str(n)] = {"summary": summarize(rows, traced, concurrent=n > 1), "rows": rows}
+    rows = run_clients(frontend, api_key, 1, samples, warmups, trace=False)
+    levels[UNTRACED] = {"summary": summarize(rows, traced=False, concurrent=False), "rows": rows}
     floor = (
         {pool: celery_floor.measure(redis_url, pool, samples=floor_samples) for pool in floor_pools}
         if redis_url
