@@ -6,9 +6,9 @@ for the largest admitted shape (16 rows x max_len tokens). A forward pass is the
 exactly, tokens padded to TOKEN_STEP) the chain is bound once (arguments checked, pointers fixed) and
 captured into a CUDA graph on first use; a request then copies its ids, lengths and question types into
 the static input buffer and replays. GEMMs that `gemm_routes` sends to cuBLAS run through torch inside
-the same graph, and so do the two GEMMs per layer whose output is added to the residual stream: they
-accumulate into it in fp32 (`cublas_accumulate`). The scorer at the option markers, the act head and the
-readback run after the replay, outside capture, in torch (fp32).
+the same graph, and so do the GEMMs whose output is added to a residual stream (two per encoder layer,
+two per head layer): they accumulate into it in fp32 (`cublas_accumulate`). The scorer at the option
+markers, the act head and the readback run after the replay, outside capture, in torch (fp32).
 
 Nothing here imports TileLang: the kernels come from the bundle's library through `bundle.loader`.
 """

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 CUBLAS, TILELANG = "cublas", "tilelang"
-# The encoder's two GEMMs whose output joins the residual stream (attention out, MLP out) are not routed: they
-# always run on cuBLAS, adding A @ W^T into the fp32 stream in the GEMM's epilogue (the bundle's kernels write
-# bf16, and that rounding was the largest part of the distance to fp32: docs/cuda-executor.md, Parity).
+# The four GEMMs whose output joins a residual stream (attention out, MLP out, the head's out_proj and FFN2) are
+# not routed: they always run on cuBLAS, adding A @ W^T into the fp32 stream in the GEMM's epilogue (the bundle's
+# kernels write bf16, and that rounding was the largest part of the distance to fp32: docs/cuda-executor.md).
 CUBLAS_ACCUMULATE = "cublas-fp32-accumulate"
 
 # (lowest M, highest M or None for no bound) per entry point.
@@ -31,9 +31,7 @@ ROUTES: dict[str, dict[str, Ranges]] = {
         "gemm_qkv_bf16": ((1, None),),
         "gemm_geglu_bf16": ((129, 1024),),
         "gemm_head_qkv_bias_bf16": ((1, None),),
-        "gemm_head_out_bias_bf16": ((1, None),),
         "gemm_head_ffn1_bias_relu_bf16": ((17, None),),
-        "gemm_head_ffn2_bias_bf16": ((1, None),),
     },
 }
 
