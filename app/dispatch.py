@@ -63,11 +63,8 @@ class Dispatcher:
         :raise 504: not answered within `timeout_s`; the id is recorded so the answer can be fetched later.
         """
         job_id, model = new_id(), payload["model"]
-        queue = contract.queue_name(model)
         headers = {contract.TRACE_MESSAGE_HEADER: True} if trace else None
-        message = task_message.encode(
-            self.celery, contract.TASK_DECIDE, payload, task_id=job_id, queue=queue, headers=headers
-        )
+        queue, message = self._message(contract.TASK_DECIDE, payload, job_id, model, headers=headers)
         tracing.stamp("api_enqueued")
         pipe = self.waiter.pipeline(transaction=False)
         pipe.lpush(queue, message)
@@ -149,12 +146,18 @@ class Dispatcher:
 
     def _send(self, task: str, argument: dict, job_id: str, model: str) -> None:
         """Enqueue `task(argument)` as `job_id`; if that fails, no record is left claiming a queued job."""
-        queue = contract.queue_name(model)
         try:
-            self.redis.lpush(queue, task_message.encode(self.celery, task, argument, task_id=job_id, queue=queue))
+            self.redis.lpush(*self._message(task, argument, job_id, model))
         except Exception:
             self.redis.delete(contract.job_key(job_id))
             raise
+
+    def _message(
+        self, task: str, argument: dict, job_id: str, model: str, *, headers: dict | None = None
+    ) -> tuple[str, bytes]:
+        """(the model's queue, the message that runs `task(argument)` as `job_id` from it)."""
+        queue = contract.queue_name(model)
+        return queue, task_message.encode(self.celery, task, argument, task_id=job_id, queue=queue, headers=headers)
 
     def _record(self, job_id: str, record: dict) -> None:
         self.redis.set(
