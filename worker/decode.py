@@ -68,7 +68,7 @@ def _top_probability(p: np.ndarray, k: int) -> float:
     """max(p): the calibrated confidence, the quantity temperature scaling fits."""
     if k < 1:
         return 1.0
-    return float(np.clip(np.max(p[:k]), 0.0, 1.0))
+    return _unit(p[:k].max())
 
 
 def _entropy_confidence(p: np.ndarray, k: int) -> float:
@@ -77,4 +77,10 @@ def _entropy_confidence(p: np.ndarray, k: int) -> float:
         return 1.0
     p = p[:k]
     entropy = -(p * np.log(np.clip(p, 1e-12, 1.0))).sum()
-    return float(np.clip(1.0 - entropy / math.log(k), 0.0, 1.0))
+    return _unit(1.0 - entropy / math.log(k))
+
+
+def _unit(x: np.floating) -> float:
+    """float(np.clip(x, 0.0, 1.0)) for a numpy scalar, without numpy's per-call cost (both bounds are exact
+    in float32, so clipping before or after the conversion gives the same float)."""
+    return min(max(float(x), 0.0), 1.0)

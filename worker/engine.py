@@ -16,11 +16,12 @@ from worker.sequences import (
     Question,
     Row,
     build_row,
+    encode_state,
     encode_texts,
+    is_conversation,
     parse_payload,
     parse_questions,
     row_texts,
-    state_text,
 )
 from worker.tokenizer import Tokenizer
 from worker.version import version_info
@@ -119,15 +120,16 @@ class Engine:
         return results  # type: ignore[return-value]
 
     def prepare(self, payload: dict) -> Prepared:
-        """Validate a payload and build its rows: the state and every question's texts in one tokenizer call."""
+        """Validate a payload and build its rows: as much of the state as a row can hold in one tokenizer call,
+        every question's texts in another (or from the tokenizer's cache of recent texts)."""
         state, raw_questions = parse_payload(payload, self.model_name)
         questions = parse_questions(raw_questions)
         if not questions:
             return Prepared([], [])
         tok, cfg = self.tokenizer, self.config
+        state_ids = encode_state(tok, state, cfg.max_len)
         per_question = [row_texts(tok, q) for q in questions]
-        encoded = encode_texts(tok, [state_text(tok, state)] + [t for texts in per_question for t in texts])
-        state_ids, at, rows = encoded[0], 1, []
+        encoded, at, rows = encode_texts(tok, [t for texts in per_question for t in texts], cached=True), 0, []
         for question, texts in zip(questions, per_question, strict=True):
             rows.append(
                 build_row(
@@ -135,7 +137,7 @@ class Engine:
                     question,
                     encoded[at : at + len(texts)],
                     state_ids,
-                    truncate_left=isinstance(state, list),
+                    truncate_left=is_conversation(state),
                     max_len=cfg.max_len,
                     head_max_len=cfg.head_max_len,
                 )

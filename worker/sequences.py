@@ -176,15 +176,26 @@ def row_texts(tok: Tokenizer, question: Question) -> list[tuple[str, str]]:
     return [head] + [(" " + tok.scrub(text), field + ".criteria") for text in question.options]
 
 
-def state_text(tok: Tokenizer, state: object) -> tuple[str, str]:
-    """The state as the text to tokenize, with its field."""
-    return tok.scrub(serialize_state(state)), "state"
-
-
-def encode_texts(tok: Tokenizer, texts: list[tuple[str, str]]) -> list[list[int]]:
-    """Token ids of every (text, field) in one tokenizer call; RequestError naming the first field that cannot be."""
+def encode_state(tok: Tokenizer, state: object, need: int) -> list[int]:
+    """The state's ids, of which the `need` a row can hold (the first; a conversation's last) are the whole
+    state's; RequestError naming the state when it cannot be tokenized."""
     try:
-        return tok.encode_many([text for text, _ in texts])
+        return tok.encode_state(tok.scrub(serialize_state(state)), need, from_end=is_conversation(state))
+    except UnencodableText as e:
+        raise RequestError(str(e), field="state") from None
+
+
+def is_conversation(state: object) -> bool:
+    """A list of turns: its rows keep the newest turns when the state does not fit."""
+    return isinstance(state, list)
+
+
+def encode_texts(tok: Tokenizer, texts: list[tuple[str, str]], *, cached: bool = False) -> list[list[int]]:
+    """Token ids of every (text, field) in one tokenizer call (`cached`: texts seen recently from the
+    tokenizer's cache); RequestError naming the first field that cannot be tokenized."""
+    try:
+        encode = tok.encode_cached if cached else tok.encode_many
+        return encode([text for text, _ in texts])
     except UnencodableText as e:
         for text, field in texts:
             try:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from pathlib import Path
 
 from laya_common.checkpoint import TOKENIZER, TOKENIZER_CONFIG
+from worker.state_tokens import cut_safe, state_ids
+
+LONE_SURROGATE = "text holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode"
+CACHED_TEXTS = 8192  # recent texts `encode_cached` keeps; a 16-question request of 16 options each has 272
 
 
 class UnencodableText(ValueError):
@@ -23,12 +28,14 @@ class Tokenizer:
         # the caller cuts sequences itself; a truncation or padding rule stored in tokenizer.json must not apply
         self._backend.no_truncation()
         self._backend.no_padding()
+        self._cut_safe = cut_safe(self._backend)  # (prefixes, suffixes): may a long state be tokenized in part
         config = json.loads((checkpoint / TOKENIZER_CONFIG).read_text())
         self.mask_token = _special(config, "mask_token", "[MASK]")
         self.cls_id = self._id(config, "cls_token", "[CLS]", checkpoint)
         self.sep_id = self._id(config, "sep_token", "[SEP]", checkpoint)
         self.pad_id = self._id(config, "pad_token", "[PAD]", checkpoint)
         self.mask_id = self._id(config, "mask_token", "[MASK]", checkpoint)
+        self._cache: OrderedDict[str, list[int]] = OrderedDict()
 
     def _id(self, config: dict, key: str, default: str, checkpoint: Path) -> int:
         token = _special(config, key, default)
@@ -42,7 +49,7 @@ class Tokenizer:
         try:
             return self._backend.encode(text, add_special_tokens=False).ids
         except TypeError:
-            raise UnencodableText("text holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode") from None
+            raise UnencodableText(LONE_SURROGATE) from None
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         """Token ids of each text, in one call; UnencodableText as `encode`.
@@ -51,7 +58,32 @@ class Tokenizer:
         try:
             return [encoding.ids for encoding in self._backend.encode_batch_fast(texts, add_special_tokens=False)]
         except TypeError:
-            raise UnencodableText("text holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode") from None
+            raise UnencodableText(LONE_SURROGATE) from None
+
+    def encode_state(self, text: str, need: int, *, from_end: bool) -> list[int]:
+        """Ids of `text` whose first `need` (from_end: last `need`) are the whole text's, tokenizing only as much
+        of a long text as that takes where this tokenizer allows (`worker.state_tokens`); UnencodableText as
+        `encode`. The list may be shorter than the whole text's: a row keeps at most `need` of it."""
+        try:
+            return state_ids(self._backend, text, need, from_end=from_end, safe=self._cut_safe[from_end])
+        except TypeError:
+            raise UnencodableText(LONE_SURROGATE) from None
+
+    def encode_cached(self, texts: list[str]) -> list[list[int]]:
+        """`encode_many`, answering texts seen recently from an LRU cache: question and option texts recur
+        across requests (a caller asks the same questions of many states), and each costs a tokenizer call
+        about 13 us however short it is. The lists are the cache's own: callers slice them, never modify them."""
+        cache = self._cache
+        found = [cache.get(text) for text in texts]
+        missing = list(dict.fromkeys(text for text, ids in zip(texts, found, strict=True) if ids is None))
+        fresh = dict(zip(missing, self.encode_many(missing), strict=True)) if missing else {}
+        for text, ids in zip(texts, found, strict=True):
+            if ids is not None:
+                cache.move_to_end(text)
+        cache.update(fresh)
+        while len(cache) > CACHED_TEXTS:
+            cache.popitem(last=False)
+        return [ids if ids is not None else fresh[text] for text, ids in zip(texts, found, strict=True)]
 
     def scrub(self, text: str) -> str:
         """`text` with every literal mask token replaced by a space, so no text can forge an option marker."""

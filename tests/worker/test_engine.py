@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -36,19 +38,47 @@ def test_rows_are_cut_to_max_len(engine):
     assert len(prepared.rows[0].ids) == engine.config.max_len
 
 
-def test_state_is_tokenized_once_per_request_in_one_call(engine, monkeypatch):
+def test_state_is_tokenized_once_and_question_texts_come_from_the_cache_when_seen(engine, tiny_checkpoint, monkeypatch):
     calls = []
-    encode_many = engine.tokenizer.encode_many
+    tok = engine.tokenizer
+    encode_many, encode_state = tok.encode_many, tok.encode_state
+    monkeypatch.setattr(tok, "encode_many", lambda texts: calls.append(("texts", texts)) or encode_many(texts))
+    monkeypatch.setattr(
+        tok, "encode_state", lambda text, need, **kw: calls.append(("state", text)) or encode_state(text, need, **kw)
+    )
+    monkeypatch.setattr(tok, "encode", lambda text: pytest.fail("one text at a time"))
+    questions = {"q": NOUL, "r": {**NOUL, "instructions": "A question not asked before?"}, "s": CHOICE}
+    first = engine.prepare(payload(state="unique state text", **questions))
+    assert calls[0] == ("state", "unique state text") and [kind for kind, _ in calls] == ["state", "texts"]
+    assert not any("unique state text" in text for text in calls[1][1])
+    calls.clear()
+    again = engine.prepare(payload(state="another state text", **questions))
+    assert calls == [("state", "another state text")]  # the question texts all came from the cache
+    fresh = Engine(tiny_checkpoint, executor=engine.executor).prepare(payload(state="another state text", **questions))
+    assert [r.ids for r in again.rows] == [r.ids for r in fresh.rows] != [r.ids for r in first.rows]
 
-    def counting(texts):
-        calls.append(texts)
-        return encode_many(texts)
 
-    monkeypatch.setattr(engine.tokenizer, "encode_many", counting)
-    monkeypatch.setattr(engine.tokenizer, "encode", lambda text: pytest.fail("one text at a time"))
-    engine.prepare(payload(state="unique state text", q=NOUL, r=NOUL, s=CHOICE))
-    (texts,) = calls
-    assert sum("unique state text" in text for text in texts) == 1
+def test_a_long_state_is_tokenized_only_as_far_as_a_row_can_hold(engine):
+    state = "refund the duplicate charge, please. " * 2000
+    whole = engine.tokenizer.encode(state)
+    part = engine.tokenizer.encode_state(state, engine.config.max_len, from_end=False)
+    assert engine.config.max_len <= len(part) < len(whole) // 4 and part == whole[: len(part)]
+    turns = [{"role": "user", "content": "refund the duplicate charge, please."}] * 400
+    rows = engine.prepare(payload(state=turns, q=NOUL)).rows
+    whole = engine.tokenizer.encode(json.dumps(turns, ensure_ascii=False))
+    assert rows[0].ids[-engine.config.max_len // 2 :][:-1] == whole[-(engine.config.max_len // 2 - 1) :]
+
+
+def test_the_text_cache_keeps_the_most_recent_texts(engine, monkeypatch):
+    import worker.tokenizer
+
+    monkeypatch.setattr(worker.tokenizer, "CACHED_TEXTS", 3)
+    tok = engine.tokenizer
+    tok._cache.clear()
+    tok.encode_cached(["a", "b", "c"])
+    tok.encode_cached(["a", "d"])  # "a" was used again, so "b" is the oldest and leaves
+    assert list(tok._cache) == ["c", "a", "d"]
+    assert tok.encode_cached(["d", "x", "x"]) == [tok.encode("d"), tok.encode("x"), tok.encode("x")]
 
 
 def test_a_text_that_cannot_be_tokenized_is_named(engine):
