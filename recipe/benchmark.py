@@ -10,7 +10,8 @@ first capture of a shape and HTTP are outside the timing boundary: every input i
 
 --compare runs, in the same process, the same inputs, warmups and samples through laya 0.3.20's stock
 bf16 path, its fast path (TileLang, `accelerate()`) and laya-cuda 0.1.1.post1 on the same checkpoint,
-and batch scoring: `Engine.decide_many` against laya's fast `predict_batch(batch_size=64)` on 1,000 states.
+and batch scoring: `Engine.decide_many` (and `decide_in_windows` as the worker scores a batch) against laya's fast
+`predict_batch(batch_size=64)` on 1,000 states.
 
 OUT (a fresh directory) holds samples.json (every sample of every system), summary.json (per input: each
 system's median and p90, our ratio to each, the two floors, the matmul share), startup.log, requests.log,
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from recipe.bench_inputs import BATCH_QUESTIONS, INPUTS, batch_states
 from recipe.provenance import versions
+from worker.settings import ENV
 
 WARMUPS, SAMPLES = 20, 100
 OURS = "ours"
@@ -255,6 +257,11 @@ def batch_scoring(systems: dict) -> dict:
     t0 = time.perf_counter()
     engine.decide_many(payloads)
     result[f"{OURS}_decide_many"] = len(states) / (time.perf_counter() - t0)
+    window = ENV["batch_chunk"].default  # as the worker scores a batch: windows of this many, prepared ahead
+    t0 = time.perf_counter()
+    for _ in engine.decide_in_windows(payloads, window):
+        pass
+    result[f"{OURS}_decide_in_windows_{window}"] = len(states) / (time.perf_counter() - t0)
     if "laya fast" in systems:
         agent = systems["laya fast"].agent
         agent.predict_batch(states[:64], BATCH_QUESTIONS, batch_size=64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 from laya_common.checkpoint import check_checkpoint
@@ -11,7 +12,7 @@ from worker.batch import Batch
 from worker.checkpoint import load_weights
 from worker.contract import LIMITS, ExecutorError, RequestError
 from worker.decode import decode_answers
-from worker.executors import Executor, ExecutorOptions, make_executor
+from worker.executors import Executor, ExecutorOptions, Pending, launch, make_executor
 from worker.sequences import (
     Question,
     Row,
@@ -91,33 +92,65 @@ class Engine:
 
     def decide(self, payload: dict) -> dict:
         """The /v1/systemone response for `payload`; RequestError for what cannot be answered."""
-        return self._answer([self.prepare(payload)])[0]
+        prepared = [self.prepare(payload)]
+        return self._decode(prepared, self._launch(prepared))[0]
 
     def decide_many(self, payloads: list[dict]) -> list[dict]:
-        """Each payload's response or error body, in order; rows of several payloads share forward passes.
+        """Each payload's response or error body, in order; rows of several payloads share forward passes."""
+        return [result for _, results in self.decide_in_windows(payloads, max(1, len(payloads))) for result in results]
 
-        An executor that pads rows to token buckets gets the payloads ordered by their longest row, so that a
-        pass pads little; one that keeps exact widths (the reference) gets them in input order.
+    def decide_in_windows(self, payloads: list[dict], window: int) -> Iterator[tuple[int, list[dict]]]:
+        """(start, the responses or error bodies of payloads[start : start + window]) for each window in turn.
+
+        Rows of a window's payloads share forward passes. An executor that pads rows to token buckets gets
+        them ordered by their longest row, so that a pass pads little; one that keeps exact widths (the
+        reference) gets them in input order. Each pass is launched before the one before it is decoded,
+        and the next window's payloads are prepared between the launches: an executor that launches
+        asynchronously (cuda) runs a pass while the host decodes the one before and prepares what follows.
         """
-        results: list[dict | None] = [None] * len(payloads)
-        prepared = []
-        for i, payload in enumerate(payloads):
+        window = max(1, window)
+        upcoming = self._prepare_window(payloads, range(min(window, len(payloads))))
+        for start in range(0, len(payloads), window):
+            current, upcoming = upcoming, _Window()
+            groups = list(self._passes(current.ordered(by_length=self.executor.admits.token_step > 1)))
+            following = range(start + window, min(start + 2 * window, len(payloads)))
+            pieces = _split(following, max(1, len(groups)))
+            in_flight = None
+            for k, piece in enumerate(pieces):
+                launched = (groups[k], self._launch([p for _, p in groups[k]])) if k < len(groups) else None
+                if in_flight is not None:
+                    self._finish(*in_flight, current.results)
+                self._prepare_window(payloads, piece, into=upcoming)
+                in_flight = launched
+            if in_flight is not None:
+                self._finish(*in_flight, current.results)
+            yield start, [current.results[i] for i in range(start, min(start + window, len(payloads)))]
+
+    def _prepare_window(self, payloads: list[dict], indices: range, into: _Window | None = None) -> _Window:
+        into = _Window() if into is None else into
+        for i in indices:
             try:
-                prepared.append((i, self.prepare(payload)))
+                into.prepared.append((i, self.prepare(payloads[i])))
             except RequestError as e:
-                results[i] = e.to_dict()
-        if self.executor.admits.token_step > 1:
-            prepared.sort(key=lambda item: max((len(r.ids) for r in item[1].rows), default=0))
-        group: list = []
-        for item in prepared + [None]:
-            rows_in_group = sum(len(p.rows) for _, p in group)
-            if group and (item is None or rows_in_group + len(item[1].rows) > self.executor.admits.max_rows):
-                for (i, _), response in zip(group, self._answer([p for _, p in group]), strict=True):
-                    results[i] = response
-                group = []
-            if item is not None:
-                group.append(item)
-        return results  # type: ignore[return-value]
+                into.results[i] = e.to_dict()
+        return into
+
+    def _passes(self, prepared: list[tuple[int, Prepared]]) -> Iterator[list[tuple[int, Prepared]]]:
+        """`prepared` in order, cut into groups whose rows fit one forward pass."""
+        group: list[tuple[int, Prepared]] = []
+        n_rows = 0
+        for item in prepared:
+            if group and n_rows + len(item[1].rows) > self.executor.admits.max_rows:
+                yield group
+                group, n_rows = [], 0
+            group.append(item)
+            n_rows += len(item[1].rows)
+        if group:
+            yield group
+
+    def _finish(self, group: list[tuple[int, Prepared]], pending: Pending | None, results: dict[int, dict]) -> None:
+        for (i, _), response in zip(group, self._decode([p for _, p in group], pending), strict=True):
+            results[i] = response
 
     def prepare(self, payload: dict) -> Prepared:
         """Validate a payload and build its rows: as much of the state as a row can hold in one tokenizer call,
@@ -157,13 +190,22 @@ class Engine:
         self.decide({"model": self.model_name, "state": WARMUP_STATE, "questions": {"q": questions["q0"]}})
         self.decide({"model": self.model_name, "state": long_state, "questions": questions})
 
-    def _answer(self, prepared: list[Prepared]) -> list[dict]:
-        """One forward pass over every row of `prepared`; one response each."""
+    def _launch(self, prepared: list[Prepared]) -> Pending | None:
+        """Start one forward pass over every row of `prepared` (None when they have no rows)."""
         rows = [row for p in prepared for row in p.rows]
         if not rows:
+            return None
+        try:
+            return launch(self.executor, Batch.from_rows(rows, self.tokenizer.pad_id, self.executor.admits))
+        except Exception as e:
+            raise ExecutorError(f"{self.executor.name} executor failed: {type(e).__name__}: {e}") from e
+
+    def _decode(self, prepared: list[Prepared], pending: Pending | None) -> list[dict]:
+        """One response per prepared request, from its pass's outputs."""
+        if pending is None:
             return [_response({}, 0) for _ in prepared]
         try:
-            outputs = self.executor.forward(Batch.from_rows(rows, self.tokenizer.pad_id, self.executor.admits))
+            outputs = pending.result()
         except Exception as e:
             raise ExecutorError(f"{self.executor.name} executor failed: {type(e).__name__}: {e}") from e
         responses, offset = [], 0
@@ -179,6 +221,25 @@ class Engine:
             responses.append(_response(answers, sum(len(r.ids) for r in p.rows)))
             offset += n
         return responses
+
+
+class _Window:
+    """Payloads of one window of `decide_in_windows`: those prepared, in input order, and each answer or error."""
+
+    def __init__(self) -> None:
+        self.prepared: list[tuple[int, Prepared]] = []
+        self.results: dict[int, dict] = {}
+
+    def ordered(self, *, by_length: bool) -> list[tuple[int, Prepared]]:
+        if not by_length:
+            return self.prepared
+        return sorted(self.prepared, key=lambda item: max((len(r.ids) for r in item[1].rows), default=0))
+
+
+def _split(indices: range, n: int) -> list[range]:
+    """`indices` in `n` consecutive pieces of near-equal length."""
+    size = len(indices)
+    return [indices[k * size // n : (k + 1) * size // n] for k in range(n)]
 
 
 class Prepared:

@@ -153,14 +153,18 @@ class Runtime:
         with self._holding(delivery):
             payloads, key = batch_payloads(batch), contract.batch_results_key(delivery.id)
             started_at, t0 = time.time(), time.perf_counter()
-            for start in range(self.redis.llen(key), len(payloads), self.settings.batch_chunk):
+            done = self.redis.llen(key)
+            chunks = self.engine.decide_in_windows(payloads[done:], self.settings.batch_chunk)
+            while True:
                 chunk_t0 = time.perf_counter()
                 try:
-                    results = self.engine.decide_many(payloads[start : start + self.settings.batch_chunk])
+                    start, results = next(chunks)
+                except StopIteration:
+                    break
                 except Exception as e:
                     self._store(delivery.id, self._failure(e))
                     return
-                if not self._append(key, start, results, time.perf_counter() - chunk_t0):
+                if not self._append(key, done + start, results, time.perf_counter() - chunk_t0):
                     log.warning("laya worker: batch %s is being scored elsewhere; leaving it", delivery.id)
                     return
             timings = _timings(started_at, time.perf_counter() - t0)

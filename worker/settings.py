@@ -40,7 +40,9 @@ ENV = {
         contract.DEFAULT_VISIBILITY_TIMEOUT_S,
         "an unacknowledged task is redelivered after this long; exceed the longest batch",
     ),
-    "batch_chunk": Setting("LAYA_BATCH_CHUNK", 64, "states scored between two progress updates of a batch"),
+    "batch_chunk": Setting(
+        "LAYA_BATCH_CHUNK", 256, "states scored between two progress updates of a batch (sorted by length together)"
+    ),
 }
 
 

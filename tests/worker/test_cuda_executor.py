@@ -202,17 +202,70 @@ def test_batch_scoring_packs_rows_of_similar_length_and_answers_in_input_order(t
     engine = emulated_engine(tiny_checkpoint)
     states = [" ".join(["refund"] * n) for n in (300, 5, 200, 12, 400, 60, 150, 30, 250, 90)]
     payloads = [{"state": s, "questions": {"q": NOUL, "c": CHOICE}} for s in states]
-    widths, forward = [], engine.executor.forward
+    widths, events, launch = [], [], engine.executor.launch
 
     def recording(batch):
         widths.append(batch.width)
-        return forward(batch)
+        events.append(f"launch {len(widths)}")
+        pending, n = launch(batch), len(widths)
+        result = pending.result
+        monkeypatch.setattr(pending, "result", lambda: events.append(f"result {n}") or result())
+        return pending
 
-    monkeypatch.setattr(engine.executor, "forward", recording)
+    monkeypatch.setattr(engine.executor, "launch", recording)
     results = engine.decide_many(payloads)
     assert widths == sorted(widths) and len(widths) == 2  # 20 rows: the 8 shortest payloads, then 2
+    assert events == ["launch 1", "launch 2", "result 1", "result 2"]  # the second runs while the first decodes
     for payload, result in zip(payloads, results, strict=True):
         alone = engine.decide(payload)
         assert result["usage"] == alone["usage"]  # every state has another length: this pins the order
         # packed with other rows, a row runs in GEMMs of another M: bf16 results may round otherwise
         assert np.abs(np.subtract(probabilities(result), probabilities(alone))).max() <= MAX_PROBABILITY_DIFFERENCE
+
+
+def test_two_passes_in_flight_keep_their_own_outputs_and_a_third_must_wait(tiny_checkpoint):
+    engine = emulated_engine(tiny_checkpoint)
+    executor = engine.executor
+    short, long = (
+        Batch.from_rows(engine.prepare(payload).rows, engine.tokenizer.pad_id, executor.admits)
+        for payload in (
+            {"state": "refund", "questions": {"q": NOUL}},
+            {"state": "late " * 300, "questions": {"c": CHOICE}},
+        )
+    )
+    first, second = executor.launch(short), executor.launch(long)
+    with pytest.raises(RuntimeError, match="in flight"):
+        executor.launch(short)
+    assert not executor.failed  # refused before any work: the executor goes on
+    got_first, got_second = first.result(), second.result()
+    for got, batch in ((got_first, short), (got_second, long)):
+        alone = executor.forward(batch)
+        assert np.array_equal(got.logits, alone.logits) and np.array_equal(got.act_probs, alone.act_probs)
+    assert got_first.logits.shape != got_second.logits.shape
+
+
+def test_windows_answer_in_order_and_the_next_window_is_prepared_while_passes_run(tiny_checkpoint, monkeypatch):
+    engine = emulated_engine(tiny_checkpoint)
+    states = [" ".join(["refund"] * n) for n in (30, 5, 200, 12, 80, 60, 150, 3, 250, 90, 40, 7)]
+    payloads = [{"state": s, "questions": {"q": NOUL, "c": CHOICE}} for s in states]
+    payloads[9] = {"state": "x", "questions": {"q": {"type": "nope"}}}  # an error body at its own index
+    want = engine.decide_many(payloads[:6]) + engine.decide_many(payloads[6:])
+    events, launch, prepare = [], engine.executor.launch, engine.prepare
+
+    def launching(batch):
+        events.append("launch")
+        return launch(batch)
+
+    def preparing(payload):
+        events.append(f"prepare {payloads.index(payload)}")
+        return prepare(payload)
+
+    monkeypatch.setattr(engine.executor, "launch", launching)
+    monkeypatch.setattr(engine, "prepare", preparing)
+    windows = list(engine.decide_in_windows(payloads, 6))
+    assert [start for start, _ in windows] == [0, 6]
+    assert [r for _, results in windows for r in results] == want
+    assert "error" in windows[1][1][3]
+    first_launch = events.index("launch")
+    assert events[:first_launch] == [f"prepare {i}" for i in range(6)]  # only the first window before any pass
+    assert {f"prepare {i}" for i in range(6, 12)} <= set(events[first_launch:])  # the rest between launches

@@ -5,6 +5,8 @@
         admits: Admits          # what one forward pass takes; the engine's limits come from it
         def forward(self, batch: Batch) -> Outputs: ...
         def describe(self) -> dict: ...
+        # optional: start a pass and return at once; .result() waits for its Outputs (the cuda executor)
+        def launch(self, batch: Batch) -> Pending: ...
 
 `make_executor` builds one by name; "auto" takes the cuda executor when a Hopper GPU and a bundle that
 verifies against the checkpoint are both present, and says why it chose what it chose. A name
@@ -30,6 +32,27 @@ class Executor(Protocol):
     def forward(self, batch: Batch) -> Outputs: ...
 
     def describe(self) -> dict: ...
+
+
+class Pending(Protocol):
+    def result(self) -> Outputs: ...
+
+
+class Finished:
+    """A pass that ran to completion when it was launched: what `launch` gives for an executor without its own."""
+
+    def __init__(self, outputs: Outputs) -> None:
+        self._outputs = outputs
+
+    def result(self) -> Outputs:
+        return self._outputs
+
+
+def launch(executor: Executor, batch: Batch) -> Pending:
+    """Start `batch` on `executor`: through its own `launch` where it has one (the pass runs on while the caller
+    goes on), else by running `forward` now."""
+    start = getattr(executor, "launch", None)
+    return start(batch) if start is not None else Finished(executor.forward(batch))
 
 
 @dataclass(frozen=True)

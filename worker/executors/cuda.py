@@ -229,6 +229,36 @@ def cublas_accumulate(A: Tensor, W: Tensor, X: Tensor):
     return lambda: torch.addmm(X, A, Wt, out_dtype=torch.float32, out=X)
 
 
+PASSES_IN_FLIGHT = 2  # one on the GPU while the host decodes the one before and builds the next
+
+
+class _Slot:
+    """The pinned host buffers of one pass in flight (its inputs' staging, its outputs' landing) and the GPU
+    events around it. A slot is reused only after its pass's result was read, so the GPU is done with both."""
+
+    def __init__(self, n_inputs: int, n_outputs: int, device: torch.device) -> None:
+        cuda = device.type == "cuda"
+        self.staging = torch.zeros(n_inputs, dtype=torch.int32, pin_memory=cuda)
+        self.landing = torch.zeros(n_outputs, dtype=torch.float32, pin_memory=cuda)
+        self.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if cuda else None
+        self.in_flight = False
+
+
+class PendingPass:
+    """A forward pass launched on the GPU; `result()` waits for it and returns its Outputs."""
+
+    def __init__(self, executor: CudaExecutor, slot: _Slot, landing: Tensor, n_markers: int) -> None:
+        self._executor, self._slot, self._landing, self._k = executor, slot, landing, n_markers
+
+    def result(self) -> Outputs:
+        executor = self._executor
+        try:
+            return executor._collect(self._slot, self._landing, self._k)
+        except Exception as e:
+            executor.failed = f"{type(e).__name__}: {e}"
+            raise
+
+
 class CudaExecutor:
     name = "cuda"
 
@@ -269,7 +299,9 @@ class CudaExecutor:
         # per request: ids (M) | lengths (R) | qtype (R) | marker_pos (R*K) | marker_mask (R*K), all int32
         n_inputs = max_tokens + 2 * MAX_ROWS + 2 * MAX_ROWS * cfg.max_len
         self.inputs = torch.zeros(n_inputs, dtype=torch.int32, device=self.device)
-        self.staging = torch.zeros(n_inputs, dtype=torch.int32, pin_memory=self.device.type == "cuda")
+        n_outputs = MAX_ROWS * (cfg.max_len + cfg.n_act)  # logits at every marker, then the act head's softmax
+        self._slots = [_Slot(n_inputs, n_outputs, self.device) for _ in range(PASSES_IN_FLIGHT)]
+        self._next_slot = 0
         self.rope = self._rope_arguments(rope_tables)
         self._bytes_resident = self._allocated() - allocated0
         self._plans: dict[tuple[int, int], list[Step]] = {}
@@ -277,34 +309,38 @@ class CudaExecutor:
         self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
         # one capture stream: torch keeps a cuBLAS workspace per stream, so a stream per capture would hold many
         self._capture_stream = torch.cuda.Stream(self.device) if self.graphs else None
-        self._events = (
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            if self.device.type == "cuda"
-            else None
-        )
         self.last_gpu_ms: float | None = None
         self.failed: str | None = None
 
     # ---- the forward pass
 
-    @torch.no_grad()
     def forward(self, batch: Batch) -> Outputs:
+        return self.launch(batch).result()
+
+    @torch.no_grad()
+    def launch(self, batch: Batch) -> PendingPass:
+        """Start a forward pass on the GPU and return at once; `result()` waits for its outputs. Two passes
+        may be in flight, so the host prepares and decodes one while the GPU runs the other."""
         if self.failed:
             raise RuntimeError(f"this executor failed earlier and answers nothing more ({self.failed})")
+        if self._slots[self._next_slot].in_flight:
+            raise RuntimeError(f"{PASSES_IN_FLIGHT} passes are in flight already; wait for one's result first")
         try:
-            return self._forward(batch)
+            return self._launch(batch)
         except Exception as e:  # a CUDA error can be sticky: no later request may run on this context
             self.failed = f"{type(e).__name__}: {e}"
             raise
 
-    def _forward(self, batch: Batch) -> Outputs:
+    def _launch(self, batch: Batch) -> PendingPass:
         R, L = batch.ids.shape
         K = batch.marker_pos.shape[1]
         M = R * L
         if R > MAX_ROWS or self.admits.width(L) != L:
             raise ValueError(f"batch of {R}x{L} is outside the admitted buckets ({self.admits})")
+        slot = self._slots[self._next_slot]
+        self._next_slot = (self._next_slot + 1) % PASSES_IN_FLIGHT
         layout = np.cumsum([0, M, R, R, R * K, R * K])
-        host = self.staging.numpy()
+        host = slot.staging.numpy()
         for part, start, end in zip(
             (batch.ids, batch.lengths, batch.qtype, batch.marker_pos, batch.marker_mask),
             layout[:-1],
@@ -313,22 +349,29 @@ class CudaExecutor:
         ):
             host[start:end] = part.ravel()
         n = int(layout[-1])
-        self.inputs[:n].copy_(self.staging[:n], non_blocking=True)
-        if self._events:
-            self._events[0].record()
+        self.inputs[:n].copy_(slot.staging[:n], non_blocking=True)
+        if slot.events:
+            slot.events[0].record()
         self._run(R, L)
         h = self.ws.view("X", M).view(R, L, -1)  # the decision head's output stream, fp32
         marker_pos = self.inputs[layout[3] : layout[4]].view(R, K).long()
         marker_mask = self.inputs[layout[4] : layout[5]].view(R, K).bool()
         logits = score_markers(self.weights.scorer, h, marker_pos, marker_mask)
         act = act_logits(self.weights.act_head, h, logits, marker_mask)
-        out = torch.cat([logits, torch.softmax(act.float(), -1)], dim=1)
-        if self._events:
-            self._events[1].record()
-        out = out.cpu().numpy()  # synchronizes: a kernel error surfaces here
-        if self._events:
-            self.last_gpu_ms = self._events[0].elapsed_time(self._events[1])
-        return Outputs(np.ascontiguousarray(out[:, :K]), np.ascontiguousarray(out[:, K:]))
+        landing = slot.landing[: R * (K + self.cfg.n_act)].view(R, K + self.cfg.n_act)
+        landing.copy_(torch.cat([logits, torch.softmax(act.float(), -1)], dim=1), non_blocking=True)
+        if slot.events:
+            slot.events[1].record()  # after the readback: executor time runs from the input copy to the answers
+        slot.in_flight = True
+        return PendingPass(self, slot, landing, K)
+
+    def _collect(self, slot: _Slot, landing: Tensor, K: int) -> Outputs:
+        if slot.events:
+            slot.events[1].synchronize()  # a kernel error surfaces here
+            self.last_gpu_ms = slot.events[0].elapsed_time(slot.events[1])
+        out = landing.numpy()
+        slot.in_flight = False
+        return Outputs(out[:, :K].copy(), out[:, K:].copy())
 
     def _run(self, R: int, L: int) -> None:
         key = (R, L)
@@ -357,9 +400,18 @@ class CudaExecutor:
         return graph
 
     def warmup(self, buckets: list[tuple[int, int]] | None = None) -> None:
-        """Capture the common buckets now (one row at every length, every row count at max_len)."""
+        """Capture the common buckets now: one row at every length (a sync request's one question), every
+        row count at max_len (long states), and full passes at every length (batch scoring packs rows
+        sorted by length, so all its passes but a batch's last are full)."""
         if buckets is None:
-            buckets = [(1, t) for t in self._token_buckets()] + [(r, self.cfg.max_len) for r in range(2, MAX_ROWS + 1)]
+            lengths = self._token_buckets()
+            buckets = list(
+                dict.fromkeys(
+                    [(1, t) for t in lengths]
+                    + [(r, self.cfg.max_len) for r in range(2, MAX_ROWS + 1)]
+                    + [(MAX_ROWS, t) for t in lengths]
+                )
+            )
         for R, L in buckets:
             if (R, L) in self._graphs or (not self.graphs and (R, L) in self._plans):
                 continue
