@@ -2,8 +2,9 @@
 
     python -m recipe.engine_profile --checkpoint CKPT --bundle BUNDLE --output OUT
 
-Host: `Engine.decide` of each input under cProfile (50 calls after 10 warm-ups); OUT/host-<input>.txt holds
-the functions by cumulative and by own time. GPU: for each input's bucket, every launch of the executor's
+Host: the median of each stage of `Engine.decide` timed apart (OUT/host-stages.json), and `Engine.decide` of
+each input under cProfile (50 calls after 10 warm-ups); OUT/host-<input>.txt holds the functions by
+cumulative and by own time. GPU: for each input's bucket, every launch of the executor's
 chain is captured alone, 20 times in a row, in a CUDA graph and replayed as `recipe.kernel_bench` replays
 (3 warm-up, 20 timed); a launch's time is the median replay time / 20. OUT/chain.json holds every
 launch's time; OUT/chain.md sums them by entry point per input.
@@ -18,6 +19,7 @@ import json
 import pstats
 import statistics
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -42,6 +44,39 @@ def host_profile(engine, payload: dict) -> str:
     return text.getvalue()
 
 
+def host_stages(engine, payload: dict, samples: int = 200) -> dict[str, float]:
+    """Median ms of each stage of `Engine.decide`, timed apart on the host (20 warm-ups): preparing the rows,
+    the Batch, launching the pass (until the call returns), waiting for its result, decoding; then the whole
+    `decide` and the executor's GPU time of its pass."""
+    from worker.batch import Batch
+    from worker.executors import Finished
+
+    times: dict[str, list[float]] = defaultdict(list)
+    for i in range(20 + samples):
+        t = [time.perf_counter()]
+        prepared = engine.prepare(payload)
+        t.append(time.perf_counter())
+        batch = Batch.from_rows(prepared.rows, engine.tokenizer.pad_id, engine.executor.admits)
+        t.append(time.perf_counter())
+        pending = engine.executor.launch(batch)
+        t.append(time.perf_counter())
+        outputs = pending.result()
+        t.append(time.perf_counter())
+        engine._decode([prepared], Finished(outputs))
+        t.append(time.perf_counter())
+        engine.decide(payload)
+        t.append(time.perf_counter())
+        if i >= 20:
+            for stage, start, end in zip(STAGES, t[:-1], t[1:], strict=True):
+                times[stage].append((end - start) * 1e3)
+            if getattr(engine.executor, "last_gpu_ms", None) is not None:
+                times["executor (GPU)"].append(engine.executor.last_gpu_ms)
+    return {stage: round(statistics.median(ms), 4) for stage, ms in times.items()}
+
+
+STAGES = ("prepare", "batch", "launch", "result", "decode", "decide")
+
+
 def step_times_us(executor, key: tuple[int, int]) -> list[tuple[str, str, float]]:
     """(entry, what runs it, median us) for every launch of the bucket's chain, in chain order."""
     executor.warmup([key])  # valid inputs in place, the chain run once
@@ -58,6 +93,11 @@ def main(*, checkpoint: Path, bundle: Path, output: Path) -> int:
     output.mkdir(parents=True)
     engine = Engine(checkpoint, executor="cuda", options=ExecutorOptions(bundle=bundle))
     chain, lines = {}, ["| input | bucket | chain sum (ms) | top entry points (ms) |", "|---|---|---|---|"]
+    stages = {}
+    for name, payload in INPUTS.items():
+        stages[name] = host_stages(engine, payload)
+        print(name, json.dumps(stages[name]), flush=True)
+    (output / "host-stages.json").write_text(json.dumps(stages, indent=1) + "\n")
     for name, payload in INPUTS.items():
         slug = name.split()[0]
         (output / f"host-{slug}.txt").write_text(host_profile(engine, payload))
