@@ -97,7 +97,7 @@ class Engine:
 
     def decide_many(self, payloads: list[dict]) -> list[dict]:
         """Each payload's response or error body, in order; rows of several payloads share forward passes."""
-        return [result for _, results in self.decide_in_windows(payloads, max(1, len(payloads))) for result in results]
+        return [result for _, results in self._decide_windows(payloads, [(0, len(payloads))]) for result in results]
 
     def decide_in_windows(self, payloads: list[dict], window: int) -> Iterator[tuple[int, list[dict]]]:
         """(start, the responses or error bodies of payloads[start : start + window]) for each window in turn.
@@ -108,12 +108,16 @@ class Engine:
         and the next window's payloads are prepared between the launches: an executor that launches
         asynchronously (cuda) runs a pass while the host decodes the one before and prepares what follows.
         """
-        window = max(1, window)
-        upcoming = self._prepare_window(payloads, range(min(window, len(payloads))))
-        for start in range(0, len(payloads), window):
+        return self._decide_windows(payloads, _window_bounds(len(payloads), max(1, window)))
+
+    def _decide_windows(self, payloads: list[dict], bounds: list[tuple[int, int]]) -> Iterator[tuple[int, list[dict]]]:
+        if not bounds or bounds[0][0] == bounds[0][1]:
+            return
+        upcoming = self._prepare_window(payloads, range(*bounds[0]))
+        for k, (start, end) in enumerate(bounds):
             current, upcoming = upcoming, _Window()
             groups = list(self._passes(current.ordered(by_length=self.executor.admits.token_step > 1)))
-            following = range(start + window, min(start + 2 * window, len(payloads)))
+            following = range(*bounds[k + 1]) if k + 1 < len(bounds) else range(0)
             pieces = _split(following, max(1, len(groups)))
             in_flight = None
             for k, piece in enumerate(pieces):
@@ -124,7 +128,7 @@ class Engine:
                 in_flight = launched
             if in_flight is not None:
                 self._finish(*in_flight, current.results)
-            yield start, [current.results[i] for i in range(start, min(start + window, len(payloads)))]
+            yield start, [current.results[i] for i in range(start, end)]
 
     def _prepare_window(self, payloads: list[dict], indices: range, into: _Window | None = None) -> _Window:
         into = _Window() if into is None else into
@@ -234,6 +238,14 @@ class _Window:
         if not by_length:
             return self.prepared
         return sorted(self.prepared, key=lambda item: max((len(r.ids) for r in item[1].rows), default=0))
+
+
+def _window_bounds(n: int, window: int) -> list[tuple[int, int]]:
+    """(start, end) of each window over n payloads: the first an eighth as long, since nothing runs on the GPU
+    while it is prepared; every later window is prepared while the one before it runs."""
+    first = max(1, window // 8)
+    starts = [0] + list(range(first, n, window))
+    return [(start, min(n, nxt)) for start, nxt in zip(starts, starts[1:] + [n], strict=True) if start < n]
 
 
 def _split(indices: range, n: int) -> list[range]:

@@ -249,7 +249,7 @@ def test_windows_answer_in_order_and_the_next_window_is_prepared_while_passes_ru
     states = [" ".join(["refund"] * n) for n in (30, 5, 200, 12, 80, 60, 150, 3, 250, 90, 40, 7)]
     payloads = [{"state": s, "questions": {"q": NOUL, "c": CHOICE}} for s in states]
     payloads[9] = {"state": "x", "questions": {"q": {"type": "nope"}}}  # an error body at its own index
-    want = engine.decide_many(payloads[:6]) + engine.decide_many(payloads[6:])
+    want = engine.decide_many(payloads[:1]) + engine.decide_many(payloads[1:7]) + engine.decide_many(payloads[7:])
     events, launch, prepare = [], engine.executor.launch, engine.prepare
 
     def launching(batch):
@@ -263,9 +263,9 @@ def test_windows_answer_in_order_and_the_next_window_is_prepared_while_passes_ru
     monkeypatch.setattr(engine.executor, "launch", launching)
     monkeypatch.setattr(engine, "prepare", preparing)
     windows = list(engine.decide_in_windows(payloads, 6))
-    assert [start for start, _ in windows] == [0, 6]
+    assert [start for start, _ in windows] == [0, 1, 7]  # the first window an eighth as long, to start sooner
     assert [r for _, results in windows for r in results] == want
-    assert "error" in windows[1][1][3]
+    assert "error" in windows[2][1][2]
     first_launch = events.index("launch")
-    assert events[:first_launch] == [f"prepare {i}" for i in range(6)]  # only the first window before any pass
-    assert {f"prepare {i}" for i in range(6, 12)} <= set(events[first_launch:])  # the rest between launches
+    assert events[:first_launch] == ["prepare 0"]  # only the first window before any pass
+    assert {f"prepare {i}" for i in range(1, 12)} <= set(events[first_launch:])  # the rest between launches
