@@ -27,7 +27,8 @@ from torch import Tensor
 from laya_common.model import GLOBAL, ModelConfig
 from worker.batch import Admits, Batch, Outputs
 from worker.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, GemmRoutes
-from worker.executors.reference import act_logits, readout_modules, score_markers
+from worker.executors.readout import INPUT_DTYPES, Readout, host_inputs
+from worker.executors.reference import readout_modules
 
 log = logging.getLogger("laya.executor")
 
@@ -289,6 +290,7 @@ class CudaExecutor:
         kernels.init()
         allocated0 = self._allocated()
         self.weights = DeviceWeights(cfg, weights, self.device)
+        self.readout = Readout(self.weights.scorer, self.weights.act_head)
         max_tokens = MAX_ROWS * cfg.max_len
         geglu_on_cublas = any(
             self.routes.route("gemm_geglu_bf16", r * t) == CUBLAS
@@ -296,8 +298,9 @@ class CudaExecutor:
             for t in self._token_buckets()
         )
         self.ws = Workspaces(cfg, max_tokens, self.device, geglu_on_cublas=geglu_on_cublas)
-        # per request: ids (M) | lengths (R) | qtype (R) | marker_pos (R*K) | marker_mask (R*K), all int32
-        n_inputs = max_tokens + 2 * MAX_ROWS + 2 * MAX_ROWS * cfg.max_len
+        # per request: ids (M) | lengths (R) | qtype (R), then the readout's at (R*K) | keep (R*K) | bias (R*K) |
+        # log_k (R) | k_feature (R); 32-bit words, float32 ones by their bits
+        n_inputs = max_tokens + 4 * MAX_ROWS + 3 * MAX_ROWS * cfg.max_len
         self.inputs = torch.zeros(n_inputs, dtype=torch.int32, device=self.device)
         n_outputs = MAX_ROWS * (cfg.max_len + cfg.n_act)  # logits at every marker, then the act head's softmax
         self._slots = [_Slot(n_inputs, n_outputs, self.device) for _ in range(PASSES_IN_FLIGHT)]
@@ -339,27 +342,25 @@ class CudaExecutor:
             raise ValueError(f"batch of {R}x{L} is outside the admitted buckets ({self.admits})")
         slot = self._slots[self._next_slot]
         self._next_slot = (self._next_slot + 1) % PASSES_IN_FLIGHT
-        layout = np.cumsum([0, M, R, R, R * K, R * K])
+        readout_inputs = host_inputs(batch)
+        parts = (batch.ids, batch.lengths, batch.qtype, *readout_inputs)
+        layout = np.cumsum([0] + [part.size for part in parts])
         host = slot.staging.numpy()
-        for part, start, end in zip(
-            (batch.ids, batch.lengths, batch.qtype, batch.marker_pos, batch.marker_mask),
-            layout[:-1],
-            layout[1:],
-            strict=True,
-        ):
-            host[start:end] = part.ravel()
+        for part, start, end in zip(parts, layout[:-1], layout[1:], strict=True):
+            host[start:end] = part.ravel().view(np.int32)
         n = int(layout[-1])
         self.inputs[:n].copy_(slot.staging[:n], non_blocking=True)
         if slot.events:
             slot.events[0].record()
         self._run(R, L)
         h = self.ws.view("X", M).view(R, L, -1)  # the decision head's output stream, fp32
-        marker_pos = self.inputs[layout[3] : layout[4]].view(R, K).long()
-        marker_mask = self.inputs[layout[4] : layout[5]].view(R, K).bool()
-        logits = score_markers(self.weights.scorer, h, marker_pos, marker_mask)
-        act = act_logits(self.weights.act_head, h, logits, marker_mask)
+        staged = [
+            self.inputs[start:end] if dtype == np.int32 else self.inputs[start:end].view(torch.float32)
+            for dtype, start, end in zip(INPUT_DTYPES, layout[3:-1], layout[4:], strict=True)
+        ]
+        out = self.readout(h, *staged)
         landing = slot.landing[: R * (K + self.cfg.n_act)].view(R, K + self.cfg.n_act)
-        landing.copy_(torch.cat([logits, torch.softmax(act.float(), -1)], dim=1), non_blocking=True)
+        landing.copy_(out, non_blocking=True)
         if slot.events:
             slot.events[1].record()  # after the readback: executor time runs from the input copy to the answers
         slot.in_flight = True
