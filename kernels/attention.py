@@ -26,7 +26,13 @@ SHAPES = {
 
 TILE_CONFIGS = {
     "original": {name: dict(block_M=64, block_N=64, num_stages=1, threads=128) for name in SHAPES},
-    "optimized": {name: dict(block_M=64, block_N=64, num_stages=2, threads=128) for name in SHAPES},
+    # global: 128-query tiles with two warpgroups (H200, 2026-12-03: 16x512 1.46 -> 0.92 ms over 12 launches, 1x416
+    # 0.09 -> 0.12); local stays at 64: its 128-row tiles won at 16x512 too, but lost at one short row, where 64-row
+    # tiles give the SMs twice the blocks (docs/performance.md)
+    "optimized": {
+        "attn_fwd_global_bf16": dict(block_M=128, block_N=128, num_stages=2, threads=256),
+        "attn_fwd_local_bf16": dict(block_M=64, block_N=64, num_stages=2, threads=128),
+    },
 }
 
 
