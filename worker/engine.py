@@ -120,8 +120,8 @@ class Engine:
             following = range(*bounds[k + 1]) if k + 1 < len(bounds) else range(0)
             pieces = _split(following, max(1, len(groups)))
             in_flight = None
-            for k, piece in enumerate(pieces):
-                launched = (groups[k], self._launch([p for _, p in groups[k]])) if k < len(groups) else None
+            for g, piece in enumerate(pieces):
+                launched = (groups[g], self._launch([p for _, p in groups[g]])) if g < len(groups) else None
                 if in_flight is not None:
                     self._finish(*in_flight, current.results)
                 self._prepare_window(payloads, piece, into=upcoming)
@@ -202,7 +202,7 @@ class Engine:
         try:
             return launch(self.executor, Batch.from_rows(rows, self.tokenizer.pad_id, self.executor.admits))
         except Exception as e:
-            raise ExecutorError(f"{self.executor.name} executor failed: {type(e).__name__}: {e}") from e
+            raise self._failed(e) from e
 
     def _decode(self, prepared: list[Prepared], pending: Pending | None) -> list[dict]:
         """One response per prepared request, from its pass's outputs."""
@@ -211,7 +211,7 @@ class Engine:
         try:
             outputs = pending.result()
         except Exception as e:
-            raise ExecutorError(f"{self.executor.name} executor failed: {type(e).__name__}: {e}") from e
+            raise self._failed(e) from e
         responses, offset = [], 0
         for p in prepared:
             n = len(p.rows)
@@ -225,6 +225,9 @@ class Engine:
             responses.append(_response(answers, sum(len(r.ids) for r in p.rows)))
             offset += n
         return responses
+
+    def _failed(self, error: Exception) -> ExecutorError:
+        return ExecutorError(f"{self.executor.name} executor failed: {type(error).__name__}: {error}")
 
 
 class _Window:

@@ -15,7 +15,9 @@ Nothing here imports TileLang: the kernels come from the bundle's library throug
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -252,12 +254,8 @@ class PendingPass:
         self._executor, self._slot, self._landing, self._k = executor, slot, landing, n_markers
 
     def result(self) -> Outputs:
-        executor = self._executor
-        try:
-            return executor._collect(self._slot, self._landing, self._k)
-        except Exception as e:
-            executor.failed = f"{type(e).__name__}: {e}"
-            raise
+        with self._executor.failing_for_good():
+            return self._executor._collect(self._slot, self._landing, self._k)
 
 
 class CudaExecutor:
@@ -328,9 +326,16 @@ class CudaExecutor:
             raise RuntimeError(f"this executor failed earlier and answers nothing more ({self.failed})")
         if self._slots[self._next_slot].in_flight:
             raise RuntimeError(f"{PASSES_IN_FLIGHT} passes are in flight already; wait for one's result first")
-        try:
+        with self.failing_for_good():
             return self._launch(batch)
-        except Exception as e:  # a CUDA error can be sticky: no later request may run on this context
+
+    @contextlib.contextmanager
+    def failing_for_good(self) -> Iterator[None]:
+        """Any error inside fails this executor: a CUDA error can be sticky, so no later request may run on
+        this context."""
+        try:
+            yield
+        except Exception as e:
             self.failed = f"{type(e).__name__}: {e}"
             raise
 
@@ -342,8 +347,7 @@ class CudaExecutor:
             raise ValueError(f"batch of {R}x{L} is outside the admitted buckets ({self.admits})")
         slot = self._slots[self._next_slot]
         self._next_slot = (self._next_slot + 1) % PASSES_IN_FLIGHT
-        readout_inputs = host_inputs(batch)
-        parts = (batch.ids, batch.lengths, batch.qtype, *readout_inputs)
+        parts = (batch.ids, batch.lengths, batch.qtype, *host_inputs(batch))
         layout = np.cumsum([0] + [part.size for part in parts])
         host = slot.staging.numpy()
         for part, start, end in zip(parts, layout[:-1], layout[1:], strict=True):

@@ -28,7 +28,7 @@ def host_inputs(batch: Batch) -> tuple[np.ndarray, ...]:
     R, L = batch.ids.shape
     at = (np.arange(R, dtype=np.int32)[:, None] * L + batch.marker_pos).ravel()
     keep = batch.marker_mask.astype(np.float32).ravel()
-    bias = np.where(batch.marker_mask, np.float32(0), np.float32(MASKED_LOGIT)).astype(np.float32).ravel()
+    bias = np.where(batch.marker_mask, np.float32(0), np.float32(MASKED_LOGIT)).ravel()
     k = np.maximum(batch.marker_mask.sum(1), 2).astype(np.float32)
     return at, keep, bias, np.log(k), k / np.float32(255.0)
 
