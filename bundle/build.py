@@ -8,6 +8,7 @@ symbols, compiles it with nvcc (in parallel), links `liblaya_kernels.so` and wri
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -22,10 +23,17 @@ from laya_common.checkpoint import sha256_file
 from laya_common.model import ModelConfig, ModelDims
 
 SOURCES = "src"  # generated sources, kept in the bundle for reading (each one's sha256 is in the manifest)
+CANDIDATE_CONFIG = "candidate"  # the tile configuration a sweep's bundle names
 
 
 def main(
-    *, out: Path, tile_config: str = "optimized", jobs: int = 0, model: str = "large", arch: str = "sm_90a"
+    *,
+    out: Path,
+    tile_config: str = "optimized",
+    jobs: int = 0,
+    model: str = "large",
+    arch: str = "sm_90a",
+    candidates: Path | None = None,
 ) -> int:
     try:
         manifest = build(
@@ -34,16 +42,21 @@ def main(
             jobs=jobs or os.cpu_count() or 1,
             model=ModelDims.of(ModelConfig.from_preset(model)),
             arch=arch,
+            candidates=json.loads(Path(candidates).read_text()) if candidates else None,
         )
     except Exception as e:  # every failure ends the build with one message naming what failed
         print(f"laya-bundle build: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     n_kernels = sum(len(e.tiers) for e in manifest.entries.values())
-    print(f"{out}: {len(manifest.entries)} entry points, {n_kernels} kernels, tile config {tile_config}")
+    print(f"{out}: {len(manifest.entries)} entry points, {n_kernels} kernels, tile config {manifest.tile_config}")
     return 0
 
 
-def build(out: Path, *, tile_config: str, jobs: int, model: ModelDims, arch: str) -> Manifest:
+def build(
+    out: Path, *, tile_config: str, jobs: int, model: ModelDims, arch: str, candidates: dict | None = None
+) -> Manifest:
+    """`candidates` ({GEMM entry: [tier, ...]}): a tile sweep's bundle of those entries alone, named
+    CANDIDATE_CONFIG, which kernel timings and the kernel tests load and the executor refuses."""
     # imported here: only the build needs TileLang
     import tilelang
 
@@ -54,7 +67,9 @@ def build(out: Path, *, tile_config: str, jobs: int, model: ModelDims, arch: str
     (out / SOURCES).mkdir(exist_ok=True)
     for stale in (out / SOURCES).glob("*.cu"):
         stale.unlink()
-    specs = kernels(tile_config, model)
+    specs = kernels(tile_config, model, candidates=candidates)
+    if candidates is not None:
+        tile_config = CANDIDATE_CONFIG
     entries: dict[str, EntryPoint] = {}
     jobs_to_compile = []  # (source, fast_math, nvcc flags, symbols to keep)
     work = [(spec, i, tier) for spec in specs for i, tier in enumerate(spec.tiers)]

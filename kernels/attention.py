@@ -24,14 +24,22 @@ SHAPES = {
     "attn_fwd_local_bf16": lambda window: dict(window=window),
 }
 
+# A list of tiers per entry, as for the GEMMs: the loader picks one by M = R * L.
 TILE_CONFIGS = {
-    "original": {name: dict(block_M=64, block_N=64, num_stages=1, threads=128) for name in SHAPES},
-    # global: 128-query tiles with two warpgroups (H200, 2026-12-03: 16x512 1.46 -> 0.92 ms over 12 launches, 1x416
-    # 0.09 -> 0.12); local stays at 64: its 128-row tiles won at 16x512 too, but lost at one short row, where 64-row
-    # tiles give the SMs twice the blocks (docs/performance.md)
+    "original": {name: [dict(max_m=None, block_M=64, block_N=64, num_stages=1, threads=128)] for name in SHAPES},
+    # 128-query tiles with two warpgroups from M = 513; 64-query tiles below, where they give the SMs twice the
+    # blocks (H200, docs/measurements/attention-tiles-h200-2026-12-03.json, ms summed over the chain's launches,
+    # 64 / 128 rows: global 0.053 / 0.064 at 1x77, 0.090 / 0.117 at 1x416, 0.105 / 0.083 at 3x183, 1.456 / 0.919
+    # at 16x512; local 0.081 / 0.099, 0.096 / 0.138, 0.154 / 0.119, 1.352 / 1.055)
     "optimized": {
-        "attn_fwd_global_bf16": dict(block_M=128, block_N=128, num_stages=2, threads=256),
-        "attn_fwd_local_bf16": dict(block_M=64, block_N=64, num_stages=2, threads=128),
+        "attn_fwd_global_bf16": [
+            dict(max_m=512, block_M=64, block_N=64, num_stages=2, threads=128),
+            dict(max_m=None, block_M=128, block_N=128, num_stages=2, threads=256),
+        ],
+        "attn_fwd_local_bf16": [
+            dict(max_m=512, block_M=64, block_N=64, num_stages=2, threads=128),
+            dict(max_m=None, block_M=128, block_N=64, num_stages=2, threads=256),
+        ],
     },
 }
 
@@ -114,5 +122,7 @@ def attention_fwd(H, Dh, *, window, block_M=64, block_N=64, num_stages=1, thread
     return main
 
 
-def build(name: str, H: int, Dh: int, *, window: int, tiles: dict):
+def build(name: str, H: int, Dh: int, *, window: int, tier: dict):
+    """The prim_func of entry `name` with one tile tier."""
+    tiles = {k: v for k, v in tier.items() if k != "max_m"}
     return attention_fwd(H, Dh, **SHAPES[name](window), **tiles)

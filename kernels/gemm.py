@@ -31,18 +31,28 @@ _ORIGINAL_GEGLU = dict(max_m=None, block_M=64, block_N=64, block_K=64, num_stage
 # - M <= 128 (one-question inputs, weight-read bound): a 64-row tile, N tiles narrow enough for about one
 #   tile per SM, and 128-deep K steps so that each SM keeps more weight bytes in flight;
 # - M <= 1024: 64 x 64/128 tiles, still enough tiles to fill the SMs;
-# - larger M: 128 x 256 (128 x 128 for GeGLU's two accumulators), 4-stage pipeline, two consumer warpgroups.
+# - larger M: 128 x 256, 4-stage pipeline, two consumer warpgroups.
 _SMALL = dict(max_m=128, block_M=64, block_K=128, num_stages=4, threads=128)
 _MID = dict(max_m=1024, block_M=64, block_K=64, num_stages=4, threads=128)
 _LARGE = dict(max_m=None, block_M=128, block_N=256, block_K=64, num_stages=4, threads=256)
-_LARGE_GEGLU = dict(max_m=None, block_M=128, block_N=128, block_K=64, num_stages=3, threads=256)
+# GeGLU, from a tile sweep (H200, 2026-12-03, docs/measurements/geglu-sweep-h200-2026-12-03.csv, us at M = 16 / 80 /
+# 256 / 576 / 8192 against the tiers before: 7.3 / 9.2 / 12.8 / 16.1 / 173.9 against 7.3 / 11.5 / 18.0 / 24.6 /
+# 190.6, and cuBLAS with torch's gelu-gate 11.4 / 11.8 / 14.8 / 23.6 / 258.4): the output tile staged in shared
+# memory (written whole, by TMA), 128-row tiles with two warpgroups from M = 129, and for M <= 128 rasterized
+# so that the two row tiles of one weight slice run together and read it once.
+_GEGLU = [
+    dict(max_m=64, block_M=64, block_N=32, block_K=128, num_stages=4, threads=128),
+    dict(max_m=128, block_M=64, block_N=64, block_K=64, num_stages=4, threads=128, store="shared", swizzle=10),
+    dict(max_m=256, block_M=128, block_N=64, block_K=64, num_stages=4, threads=256, store="shared", swizzle=10),
+    dict(max_m=None, block_M=128, block_N=128, block_K=64, num_stages=3, threads=256, store="shared"),
+]
 
 TILE_CONFIGS = {
     "original": {name: [_ORIGINAL_GEGLU if "geglu" in name else _ORIGINAL_GEMM] for name in SHAPES},
     "optimized": {  # small-M tile counts: N / block_N
         "gemm_qkv_bf16": [dict(_SMALL, block_N=24), dict(_MID, block_N=128), _LARGE],  # 128
         "gemm_attn_out_bf16": [dict(_SMALL, block_N=8), dict(_MID, block_N=64), _LARGE],  # 128
-        "gemm_geglu_bf16": [dict(_SMALL, block_N=32), dict(_MID, block_N=64), _LARGE_GEGLU],  # 82
+        "gemm_geglu_bf16": _GEGLU,
         "gemm_mlp_out_bf16": [dict(_SMALL, block_N=8), dict(_MID, block_N=64), _LARGE],  # 128
         "gemm_head_qkv_bias_bf16": [dict(_SMALL, block_N=24), dict(_MID, block_N=128), _LARGE],  # 128
         "gemm_head_out_bias_bf16": [dict(_SMALL, block_N=8), dict(_MID, block_N=64), _LARGE],  # 128
@@ -95,8 +105,14 @@ def gemm(N, K, *, bias=False, act="none", block_M=64, block_N=128, block_K=64, n
     return main
 
 
-def gemm_geglu(F, K, *, block_M=64, block_N=64, block_K=64, num_stages=3, threads=128):
-    """ModernBERT's GLU up-projection: C[M, F] = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T), GELU on the first half."""
+def gemm_geglu(F, K, *, block_M=64, block_N=64, block_K=64, num_stages=3, threads=128, store="fragment", swizzle=0):
+    """ModernBERT's GLU up-projection: C[M, F] = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T), GELU on the first half.
+
+    `store`: "fragment" writes each thread's accumulator elements straight to C; "shared" stages the bf16
+    tile in shared memory first, so that C is written in whole rows. `swizzle`: a panel size for TileLang's
+    block rasterization (tiles that share operands run close in time), 0 for the launch order.
+    """
+    assert store in ("fragment", "shared"), store
     M = T.dynamic("M")
 
     @T.prim_func
@@ -111,6 +127,9 @@ def gemm_geglu(F, K, *, block_M=64, block_N=64, block_K=64, num_stages=3, thread
             Wg_shared = T.alloc_shared((block_N, block_K), dtype)  # rows of the gate half
             acc_a = T.alloc_fragment((block_M, block_N), accum_dtype)
             acc_g = T.alloc_fragment((block_M, block_N), accum_dtype)
+            C_shared = T.alloc_shared((block_M, block_N), dtype) if store == "shared" else None
+            if swizzle:
+                T.use_swizzle(panel_size=swizzle)
             T.clear(acc_a)
             T.clear(acc_g)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
@@ -121,7 +140,11 @@ def gemm_geglu(F, K, *, block_M=64, block_N=64, block_K=64, num_stages=3, thread
                 T.gemm(A_shared, Wg_shared, acc_g, transpose_B=True)
             for i, j in T.Parallel(block_M, block_N):
                 acc_a[i, j] = activate(acc_a[i, j], "gelu") * acc_g[i, j]
-            T.copy(acc_a, C[by * block_M, bx * block_N])
+            if store == "shared":
+                T.copy(acc_a, C_shared)
+                T.copy(C_shared, C[by * block_M, bx * block_N])
+            else:
+                T.copy(acc_a, C[by * block_M, bx * block_N])
 
     return main
 

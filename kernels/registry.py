@@ -33,8 +33,13 @@ class KernelSpec:
     tiers: list[KernelTier]
 
 
-def kernels(tile_config: str, model: ModelDims) -> list[KernelSpec]:
-    """Every entry point of the bundle, in build order."""
+def kernels(tile_config: str, model: ModelDims, *, candidates: dict | None = None) -> list[KernelSpec]:
+    """Every entry point of the bundle, in build order.
+
+    `candidates` ({GEMM entry: [tier, ...]}, a tile sweep's): only those entries, with those tiers.
+    """
+    if candidates is not None:
+        return _candidate_gemms(candidates, model)
     if tile_config not in TILE_CONFIG_NAMES:
         raise ValueError(f"unknown tile configuration {tile_config!r}; known: {', '.join(TILE_CONFIG_NAMES)}")
     if (model.head_heads, model.head_dim) != (model.num_heads, 64):
@@ -47,15 +52,7 @@ def kernels(tile_config: str, model: ModelDims) -> list[KernelSpec]:
         specs.append(KernelSpec(name, family, module.PASS_CONFIGS, NVCC_FLAGS[family], tiers))
 
     for name in gemm.SHAPES:
-        tiers = [
-            KernelTier(
-                t["max_m"],
-                {k: v for k, v in t.items() if k != "max_m"},
-                lambda name=name, t=t: gemm.build(name, D, F, t),
-            )
-            for t in gemm.TILE_CONFIGS[tile_config][name]
-        ]
-        add(name, "gemm", gemm, tiers)
+        add(name, "gemm", gemm, _gemm_tiers(name, gemm.TILE_CONFIGS[tile_config][name], D, F))
     for name in norm.SHAPES:
         tiles = norm.TILE_CONFIGS[tile_config][name]
         make = lambda name=name, tiles=tiles: norm.build(  # noqa: E731
@@ -69,9 +66,28 @@ def kernels(tile_config: str, model: ModelDims) -> list[KernelSpec]:
         )
         add(name, "rope", rope, [KernelTier(None, tiles, make)])
     for name in attention.SHAPES:
-        tiles = attention.TILE_CONFIGS[tile_config][name]
-        make = lambda name=name, tiles=tiles: attention.build(  # noqa: E731
-            name, model.num_heads, model.head_dim, window=model.window, tiles=tiles
+        make = lambda t, name=name: attention.build(  # noqa: E731
+            name, model.num_heads, model.head_dim, window=model.window, tier=t
         )
-        add(name, "attention", attention, [KernelTier(None, tiles, make)])
+        add(name, "attention", attention, _tiers(attention.TILE_CONFIGS[tile_config][name], make))
     return specs
+
+
+def _tiers(tiers: list[dict], make: Callable[[dict], object]) -> list[KernelTier]:
+    """KernelTiers from tile tiers ({"max_m", tile parameters...}); `make(tier)` builds one's prim_func."""
+    return [KernelTier(t["max_m"], {k: v for k, v in t.items() if k != "max_m"}, lambda t=t: make(t)) for t in tiers]
+
+
+def _gemm_tiers(name: str, tiers: list[dict], D: int, F: int) -> list[KernelTier]:
+    return _tiers(tiers, lambda t: gemm.build(name, D, F, t))
+
+
+def _candidate_gemms(candidates: dict, model: ModelDims) -> list[KernelSpec]:
+    unknown = sorted(set(candidates) - set(gemm.SHAPES))
+    if unknown:
+        raise ValueError(f"candidate tiers for unknown GEMM entry points: {', '.join(unknown)}")
+    D, F = model.hidden_size, model.intermediate_size
+    return [
+        KernelSpec(name, "gemm", gemm.PASS_CONFIGS, NVCC_FLAGS["gemm"], _gemm_tiers(name, tiers, D, F))
+        for name, tiers in candidates.items()
+    ]

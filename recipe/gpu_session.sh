@@ -14,10 +14,12 @@
 # kernels      tests/kernels on the original and optimized bundles
 # profile      recipe.engine_profile: host functions and every launch of the chain
 # routes       recipe.gemm_routes: each GEMM on the bundle's kernel against cuBLAS
+# sweep        recipe.tile_sweep: the candidate bundles in bundles/sweep timed beside bundles/optimized, and
+#              their GEMM kernel tests (carry bundles/sweep, built by `python -m recipe.tile_sweep build`)
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n 2,19p "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n 2,21p "$0"; exit 0; }
 out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
@@ -49,6 +51,10 @@ for s in $steps; do
     profile) step profile 90 python3 -m recipe.engine_profile --checkpoint "$ckpt" --bundle "$optimized" \
                --output "$work/profile" ;;
     routes) step routes 90 python3 -m recipe.gemm_routes --bundle bundles/optimized --output "$work/routes" ;;
+    sweep) step sweep 240 python3 -m recipe.tile_sweep time bundles/sweep --baseline bundles/optimized \
+             --output "$work/sweep"
+           LAYA_TEST_BUNDLES=$(ls -d bundles/sweep/*/ | paste -sd:) step sweep-tests 150 python3 -m pytest -q \
+             -p no:cacheprovider tests/kernels/test_gemm.py -k geglu ;;
     *) echo "gpu_session: no step $s" | tee -a "$out/steps.txt" ;;
   esac
 done

@@ -62,7 +62,7 @@ def main(*, bundles: list[Path], output: Path, entries: list[str] | None = None)
         for name in [e for e in m.entries if not entries or e in entries]:
             for R, L in TIMED_SHAPES:
                 samples, symbol = time_entry(kernels, name, R, L)
-                rows.append(_row(m, name, symbol, R, L, samples))
+                rows.append({"bundle": path.name, **_row(m, name, symbol, R, L, samples)})
                 print(f"{m.tile_config:9} {name:30} {R:2}x{L:<3} {rows[-1]['median_us']:9.2f} us", flush=True)
     fields = list(rows[0])
     with open(output / "kernel_timings.csv", "w", newline="") as f:

@@ -33,7 +33,7 @@ def _synthesize(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     from bundle.build import main
 
-    return main(out=args.out, tile_config=args.config, jobs=args.jobs, model=args.model)
+    return main(out=args.out, tile_config=args.config, jobs=args.jobs, model=args.model, candidates=args.candidates)
 
 
 def _export_tables(args: argparse.Namespace) -> int:
@@ -83,6 +83,13 @@ def parser() -> argparse.ArgumentParser:
         choices=sorted(MODEL_PRESETS),
         default="large",
         help="model dimensions to compile for (default: large, ModernBERT-large; tiny: tests)",
+    )
+    s.add_argument(
+        "--candidates",
+        type=Path,
+        metavar="JSON",
+        help="a tile sweep: build only the GEMM entry points this file names ({entry: [tier, ...]}), with its "
+        "tiers; recipe.kernel_bench and the kernel tests load such a bundle, the executor does not",
     )
     s.set_defaults(func=_build)
 

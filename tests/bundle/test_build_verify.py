@@ -1,5 +1,6 @@
 """A real bundle built on a machine with nvcc and no GPU: library, manifest, tables, verify, tampering."""
 
+import json
 import subprocess
 
 import pytest
@@ -137,3 +138,45 @@ def test_loader_resolves_every_symbol_and_init_needs_a_gpu(exported_bundle):
     if not torch.cuda.is_available():
         with pytest.raises(KernelError, match="_init"):
             kernels.init()
+
+
+def test_a_sweep_candidate_holds_only_its_entries_with_its_tiers(tmp_path, capsys):
+    from bundle.build import CANDIDATE_CONFIG, main
+
+    tier = {"max_m": None, "block_M": 128, "block_N": 16, "block_K": 64, "num_stages": 2, "threads": 128}
+    shared = {**tier, "max_m": 4096, "block_N": 32, "store": "shared", "swizzle": 4}
+    sweep = tmp_path / "candidate.json"
+    sweep.write_text(json.dumps({"gemm_geglu_bf16": [shared, tier]}))
+    assert main(out=tmp_path / "c", model="tiny", candidates=sweep) == 0
+    manifest = Manifest.read(tmp_path / "c")
+    assert manifest.tile_config == CANDIDATE_CONFIG
+    assert list(manifest.entries) == ["gemm_geglu_bf16"]
+    tiers = manifest.entries["gemm_geglu_bf16"].tiers
+    assert [t.max_m for t in tiers] == [4096, None]
+    assert tiers[0].tiles == {k: v for k, v in shared.items() if k != "max_m"}
+    source = (tmp_path / "c" / "src" / f"{tiers[0].symbol}.cu").read_text()
+    assert "tma_store" in source  # the shared-memory epilogue writes C with TMA
+
+    sweep.write_text(json.dumps({"gemm_nonexistent": [tier]}))
+    assert main(out=tmp_path / "d", model="tiny", candidates=sweep) == 1
+    assert "unknown GEMM entry points: gemm_nonexistent" in capsys.readouterr().err
+
+
+def test_a_sweep_summary_names_the_fastest_bundle_per_shape():
+    from recipe.tile_sweep import summarize
+
+    rows = [
+        {"bundle": b, "entry": "gemm_geglu_bf16", "M": m, "median_us": t}
+        for b, m, t in [
+            ("optimized", "80", "12.0"),
+            ("a", "80", "6.0"),
+            ("b", "80", "8.0"),
+            ("optimized", "8192", "190.0"),
+            ("a", "8192", "250.0"),
+            ("b", "8192", "200.0"),
+        ]
+    ]
+    by_m = {r["M"]: r for r in summarize(rows, baseline="optimized")}
+    assert (by_m[80]["best"], by_m[80]["gain"]) == ("a", 2.0)
+    assert (by_m[8192]["best"], by_m[8192]["gain"]) == ("optimized", 1.0)
+    assert by_m[8192]["b_us"] == 200.0

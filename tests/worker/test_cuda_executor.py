@@ -139,12 +139,13 @@ def test_each_bucket_records_what_runs_each_entry_point(tiny_checkpoint):
 def test_routes_are_chosen_by_entry_and_m():
     routes = GemmRoutes.for_bundle("optimized")
     assert routes.route("gemm_qkv_bf16", 16) == CUBLAS
-    assert routes.route("gemm_geglu_bf16", 128) == TILELANG and routes.route("gemm_geglu_bf16", 129) == CUBLAS
-    assert routes.route("gemm_geglu_bf16", 1024) == CUBLAS and routes.route("gemm_geglu_bf16", 1025) == TILELANG
+    ffn1 = "gemm_head_ffn1_bias_relu_bf16"
+    assert routes.route(ffn1, 16) == TILELANG and routes.route(ffn1, 17) == routes.route(ffn1, 8192) == CUBLAS
+    assert all(routes.route("gemm_geglu_bf16", m) == TILELANG for m in (16, 129, 1024, 8192))
     assert routes.route("attn_fwd_global_bf16", 16) == TILELANG
     assert GemmRoutes.for_bundle("original").route("gemm_qkv_bf16", 16) == TILELANG
     assert GemmRoutes.for_bundle("optimized", use_cublas=False).route("gemm_qkv_bf16", 16) == TILELANG
-    assert "gemm_geglu_bf16 M 129-1024" in routes.summary()
+    assert f"{ffn1} M 17-any" in routes.summary()
     with pytest.raises(ValueError, match="no GEMM routing table for tile configuration 'other'"):
         GemmRoutes.for_bundle("other")
 

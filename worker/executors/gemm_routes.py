@@ -27,9 +27,11 @@ ROUTES: dict[str, dict[str, Ranges]] = {
     # 16 to 8192 (1.1x to 3.7x), but for ReLU-FFN1 at M = 16 (0.97x). GeGLU on cuBLAS adds an elementwise pass
     # over [M, 2F]: slower at M = 16 (0.64x), even at 80 and 128, faster only from 256 to 1024 (1.05x to 1.14x),
     # slower from 2560 (0.74x to 0.82x). A measured M wins the range down to the previous measured M.
+    # GeGLU stays on the bundle at every M since its tiers from the tile sweep of 2026-12-03
+    # (docs/measurements/geglu-sweep-h200-2026-12-03.csv): 12.8 against cuBLAS's 14.8 us at M = 256, 16.1 against
+    # 23.6 at 576.
     "optimized": {
         "gemm_qkv_bf16": ((1, None),),
-        "gemm_geglu_bf16": ((129, 1024),),
         "gemm_head_qkv_bias_bf16": ((1, None),),
         "gemm_head_ffn1_bias_relu_bf16": ((17, None),),
     },

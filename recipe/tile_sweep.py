@@ -1,0 +1,104 @@
+"""A GEMM tile sweep: candidate bundles built here, timed on the GPU beside a baseline bundle.
+
+    python -m recipe.tile_sweep build recipe/sweeps/geglu-2026-12-03.json bundles/sweep      # TileLang, no GPU
+    python -m recipe.tile_sweep time bundles/sweep --baseline bundles/optimized --output OUT   # the GPU, no TileLang
+
+A sweep file is {candidate name: {GEMM entry: [tier, ...]}}; `build` writes one bundle per candidate
+(`laya-bundle build --candidates`), each holding only the entries it names. `time` runs
+recipe.kernel_bench over the baseline and every candidate (OUT/kernel_timings.csv) and writes
+OUT/sweep.csv: per entry and M, each bundle's median in us, the fastest, and its gain on the baseline.
+Correctness is the kernel tests' job: LAYA_TEST_BUNDLES=<candidate dirs> pytest tests/kernels/test_gemm.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+
+def build(sweep: Path, out: Path, *, jobs: int) -> int:
+    from bundle.build import main as build_bundle
+
+    candidates = json.loads(sweep.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    for name, tiers in candidates.items():
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump(tiers, f)
+            f.flush()
+            if build_bundle(out=out / name, jobs=jobs, candidates=Path(f.name)) != 0:
+                return 1
+    return 0
+
+
+def time(sweep_dir: Path, *, baseline: Path, output: Path) -> int:
+    from recipe import kernel_bench
+
+    candidates = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").is_file())
+    entries = sorted({e for p in candidates for e in json.loads((p / "manifest.json").read_text())["entries"]})
+    status = kernel_bench.main(bundles=[baseline, *candidates], output=output, entries=entries)
+    if status != 0:
+        return status
+    with open(output / "kernel_timings.csv") as f:
+        rows = list(csv.DictReader(f))
+    summary = summarize(rows, baseline=baseline.name)
+    with open(output / "sweep.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(summary[0]))
+        w.writeheader()
+        w.writerows(summary)
+    for row in summary:
+        print(
+            f"{row['entry']:18} M {row['M']:>5}: baseline {row['baseline_us']:>8} us, best {row['best']} "
+            f"{row['best_us']} us ({row['gain']}x)"
+        )
+    return 0
+
+
+def summarize(rows: list[dict], *, baseline: str) -> list[dict]:
+    """Per (entry, M): every bundle's median, the fastest bundle and its speedup over the baseline."""
+    by_shape: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    for r in rows:
+        by_shape[r["entry"], int(r["M"])][r["bundle"]] = float(r["median_us"])
+    summary = []
+    for (entry, m), times in sorted(by_shape.items()):
+        best = min(times, key=times.get)
+        base = times.get(baseline)
+        summary.append(
+            {
+                "entry": entry,
+                "M": m,
+                "baseline_us": base,
+                "best": best,
+                "best_us": times[best],
+                "gain": round(base / times[best], 3) if base else "",
+                **{f"{name}_us": t for name, t in sorted(times.items())},
+            }
+        )
+    return summary
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m recipe.tile_sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    b = sub.add_parser("build", help="one candidate bundle per entry of a sweep file (needs TileLang and nvcc)")
+    b.add_argument("sweep", type=Path, help="sweep file: {candidate: {GEMM entry: [tier, ...]}}")
+    b.add_argument("out", type=Path, help="directory for the candidate bundles")
+    b.add_argument("--jobs", type=int, default=0, help="parallel compiles (default: CPU count)")
+    t = sub.add_parser("time", help="time the candidates beside a baseline bundle (needs a CUDA GPU)")
+    t.add_argument("sweep_dir", type=Path, help="directory `build` wrote")
+    t.add_argument("--baseline", type=Path, required=True, help="the bundle the candidates would replace tiers of")
+    t.add_argument("--output", type=Path, required=True, help="directory for kernel_timings.* and sweep.csv")
+    return p
+
+
+if __name__ == "__main__":
+    args = parser().parse_args()
+    if args.command == "build":
+        sys.exit(build(args.sweep, args.out, jobs=args.jobs))
+    sys.exit(time(args.sweep_dir, baseline=args.baseline, output=args.output))
