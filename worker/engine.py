@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,9 @@ from worker.version import version_info
 
 RESPONSE_MODEL = "laya-rl-agent"  # the reference's `model` field in every response
 WARMUP_STATE = "Warm-up: please refund the duplicate charge on my card."
+# how much longer a batch's window may be than the one before it, whose passes hide its preparation
+# (a simulated GPU at the H200's ratio of GPU to host time per state: docs/performance.md)
+WINDOW_GROWTH = 1.25
 
 
 class Engine:
@@ -100,7 +104,8 @@ class Engine:
         return [result for _, results in self._decide_windows(payloads, [(0, len(payloads))]) for result in results]
 
     def decide_in_windows(self, payloads: list[dict], window: int) -> Iterator[tuple[int, list[dict]]]:
-        """(start, the responses or error bodies of payloads[start : start + window]) for each window in turn.
+        """(start, the responses or error bodies of the window's payloads) for each window in turn: at most
+        `window` payloads, the first windows shorter (`_window_bounds`).
 
         Rows of a window's payloads share forward passes. An executor that pads rows to token buckets gets
         them ordered by their longest row, so that a pass pads little; one that keeps exact widths (the
@@ -111,24 +116,39 @@ class Engine:
         return self._decide_windows(payloads, _window_bounds(len(payloads), max(1, window)))
 
     def _decide_windows(self, payloads: list[dict], bounds: list[tuple[int, int]]) -> Iterator[tuple[int, list[dict]]]:
+        # A window is yielded once its last pass is read, which is after the next window's first pass is
+        # launched: the GPU runs while the caller stores a window's results. A pass still in flight when the
+        # caller stops (or an error ends the loop) is waited for, so that the executor is free for the next.
         if not bounds or bounds[0][0] == bounds[0][1]:
             return
+        by_length = self.executor.admits.token_step > 1
         upcoming = self._prepare_window(payloads, range(*bounds[0]))
-        for k, (start, end) in enumerate(bounds):
-            current, upcoming = upcoming, _Window()
-            groups = list(self._passes(current.ordered(by_length=self.executor.admits.token_step > 1)))
-            following = range(*bounds[k + 1]) if k + 1 < len(bounds) else range(0)
-            pieces = _split(following, max(1, len(groups)))
-            in_flight = None
-            for g, piece in enumerate(pieces):
-                launched = (groups[g], self._launch([p for _, p in groups[g]])) if g < len(groups) else None
-                if in_flight is not None:
-                    self._finish(*in_flight, current.results)
-                self._prepare_window(payloads, piece, into=upcoming)
-                in_flight = launched
+        in_flight = None  # (group, pending pass, its window's results)
+        ready = None  # (start, end, window): every pass of it launched, the last one perhaps still in flight
+        try:
+            for k, (start, end) in enumerate(bounds):
+                current, upcoming = upcoming, _Window()
+                groups = list(self._passes(current.ordered(by_length=by_length)))
+                following = range(*bounds[k + 1]) if k + 1 < len(bounds) else range(0)
+                for g, piece in enumerate(_split(following, max(1, len(groups)))):
+                    launched = None
+                    if g < len(groups):
+                        launched = (groups[g], self._launch([p for _, p in groups[g]]), current.results)
+                    previous, in_flight = in_flight, launched
+                    if previous is not None:
+                        self._finish(*previous)
+                    if ready is not None:
+                        yield ready[0], [ready[2].results[i] for i in range(ready[0], ready[1])]
+                        ready = None
+                    self._prepare_window(payloads, piece, into=upcoming)
+                ready = (start, end, current)
+            previous, in_flight = in_flight, None
+            if previous is not None:
+                self._finish(*previous)
+            yield ready[0], [ready[2].results[i] for i in range(ready[0], ready[1])]
+        finally:
             if in_flight is not None:
-                self._finish(*in_flight, current.results)
-            yield start, [current.results[i] for i in range(start, end)]
+                _drain(in_flight[1])
 
     def _prepare_window(self, payloads: list[dict], indices: range, into: _Window | None = None) -> _Window:
         into = _Window() if into is None else into
@@ -245,10 +265,22 @@ class _Window:
 
 def _window_bounds(n: int, window: int) -> list[tuple[int, int]]:
     """(start, end) of each window over n payloads: the first an eighth as long, since nothing runs on the GPU
-    while it is prepared; every later window is prepared while the one before it runs."""
-    first = max(1, window // 8)
-    starts = [0] + list(range(first, n, window))
-    return [(start, min(n, nxt)) for start, nxt in zip(starts, starts[1:] + [n], strict=True) if start < n]
+    while it is prepared; each later one is prepared while the one before it runs, so it grows by at most
+    WINDOW_GROWTH over that one (preparing a state takes the host about as long as the GPU takes to run it:
+    a window much longer than the one before would leave the GPU waiting), up to `window`."""
+    bounds, start, size = [], 0, max(1, window // 8)
+    while start < n:
+        bounds.append((start, min(n, start + size)))
+        start += size
+        size = min(window, max(size + 1, int(size * WINDOW_GROWTH)))
+    return bounds
+
+
+def _drain(pending: Pending | None) -> None:
+    """Wait for a pass whose answers nobody will read, so that the executor can reuse what it holds."""
+    if pending is not None:
+        with contextlib.suppress(Exception):  # the loop it belonged to has ended already, by its caller or an error
+            pending.result()
 
 
 def _split(indices: range, n: int) -> list[range]:

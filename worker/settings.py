@@ -41,7 +41,10 @@ ENV = {
         "an unacknowledged task is redelivered after this long; exceed the longest batch",
     ),
     "batch_chunk": Setting(
-        "LAYA_BATCH_CHUNK", 256, "states scored between two progress updates of a batch (sorted by length together)"
+        "LAYA_BATCH_CHUNK",
+        256,
+        "most states scored between two progress updates of a batch (sorted by length together; the first chunks "
+        "are shorter, from an eighth of this)",
     ),
 }
 

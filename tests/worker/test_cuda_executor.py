@@ -5,6 +5,7 @@ buckets, GEMM routes, startup checks and failures. The same executor on the real
 from __future__ import annotations
 
 import collections
+import itertools
 
 import numpy as np
 import pytest
@@ -250,7 +251,8 @@ def test_windows_answer_in_order_and_the_next_window_is_prepared_while_passes_ru
     states = [" ".join(["refund"] * n) for n in (30, 5, 200, 12, 80, 60, 150, 3, 250, 90, 40, 7)]
     payloads = [{"state": s, "questions": {"q": NOUL, "c": CHOICE}} for s in states]
     payloads[9] = {"state": "x", "questions": {"q": {"type": "nope"}}}  # an error body at its own index
-    want = engine.decide_many(payloads[:1]) + engine.decide_many(payloads[1:7]) + engine.decide_many(payloads[7:])
+    bounds = [(0, 1), (1, 3), (3, 6), (6, 10), (10, 12)]  # from an eighth, each window at most 1.25x + 1 longer
+    want = [r for start, end in bounds for r in engine.decide_many(payloads[start:end])]
     events, launch, prepare = [], engine.executor.launch, engine.prepare
 
     def launching(batch):
@@ -264,9 +266,35 @@ def test_windows_answer_in_order_and_the_next_window_is_prepared_while_passes_ru
     monkeypatch.setattr(engine.executor, "launch", launching)
     monkeypatch.setattr(engine, "prepare", preparing)
     windows = list(engine.decide_in_windows(payloads, 6))
-    assert [start for start, _ in windows] == [0, 1, 7]  # the first window an eighth as long, to start sooner
+    assert [start for start, _ in windows] == [start for start, _ in bounds]  # the first short, to start sooner
     assert [r for _, results in windows for r in results] == want
-    assert "error" in windows[2][1][2]
+    assert "error" in windows[3][1][3]
     first_launch = events.index("launch")
     assert events[:first_launch] == ["prepare 0"]  # only the first window before any pass
     assert {f"prepare {i}" for i in range(1, 12)} <= set(events[first_launch:])  # the rest between launches
+
+
+def test_a_window_is_handed_over_while_the_next_runs_and_a_caller_may_stop_at_any_window(tiny_checkpoint, monkeypatch):
+    engine = emulated_engine(tiny_checkpoint)
+    payloads = [{"state": "refund " * n, "questions": {"q": NOUL, "c": CHOICE}} for n in range(1, 41)]
+    events, launch = [], engine.executor.launch
+
+    def recording(batch):
+        events.append("launch")
+        pending = launch(batch)
+        result = pending.result
+        monkeypatch.setattr(pending, "result", lambda: events.append("result") or result())
+        return pending
+
+    monkeypatch.setattr(engine.executor, "launch", recording)
+    windows = engine.decide_in_windows(payloads, 16)
+    next(windows)
+    # the next window's first pass runs while the caller has this one: launched, its result not yet read
+    assert events[-2:] == ["launch", "result"] and events.count("launch") == events.count("result") + 1
+    del windows  # a caller that stops there: the pass in flight is waited for, not left holding the executor
+    assert events[-1] == "result" and events.count("launch") == events.count("result")
+    for stop in range(4):  # stopping after any window leaves the executor whole: everything answers again
+        for _ in itertools.islice(engine.decide_in_windows(payloads, 16), stop):
+            pass
+    assert not engine.executor.failed
+    assert engine.decide_many(payloads[:3]) == [r for _, rs in engine.decide_in_windows(payloads[:3], 16) for r in rs]
