@@ -124,10 +124,11 @@ class Engine:
         by_length = self.executor.admits.token_step > 1
         upcoming = self._prepare_window(payloads, range(*bounds[0]))
         in_flight = None  # (group, pending pass, its window's results)
-        ready = None  # (start, end, window): every pass of it launched, the last one perhaps still in flight
+        ready = None  # a window every pass of which is launched, the last one perhaps still in flight
         try:
             for k, (start, end) in enumerate(bounds):
                 current, upcoming = upcoming, _Window()
+                current.bounds = (start, end)
                 groups = list(self._passes(current.ordered(by_length=by_length)))
                 following = range(*bounds[k + 1]) if k + 1 < len(bounds) else range(0)
                 for g, piece in enumerate(_split(following, max(1, len(groups)))):
@@ -138,14 +139,14 @@ class Engine:
                     if previous is not None:
                         self._finish(*previous)
                     if ready is not None:
-                        yield ready[0], [ready[2].results[i] for i in range(ready[0], ready[1])]
+                        yield ready.answers()
                         ready = None
                     self._prepare_window(payloads, piece, into=upcoming)
-                ready = (start, end, current)
+                ready = current
             previous, in_flight = in_flight, None
             if previous is not None:
                 self._finish(*previous)
-            yield ready[0], [ready[2].results[i] for i in range(ready[0], ready[1])]
+            yield ready.answers()
         finally:
             if in_flight is not None:
                 _drain(in_flight[1])
@@ -256,6 +257,12 @@ class _Window:
     def __init__(self) -> None:
         self.prepared: list[tuple[int, Prepared]] = []
         self.results: dict[int, dict] = {}
+        self.bounds = (0, 0)  # (start, end) in the payloads
+
+    def answers(self) -> tuple[int, list[dict]]:
+        """(start, every payload's answer or error body, in input order)."""
+        start, end = self.bounds
+        return start, [self.results[i] for i in range(start, end)]
 
     def ordered(self, *, by_length: bool) -> list[tuple[int, Prepared]]:
         if not by_length:
