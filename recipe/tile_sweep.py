@@ -35,7 +35,7 @@ def build(sweep: Path, out: Path, *, jobs: int) -> int:
     return 0
 
 
-def time(sweep_dir: Path, *, baseline: Path, output: Path) -> int:
+def time_candidates(sweep_dir: Path, *, baseline: Path, output: Path) -> int:
     from recipe import kernel_bench
 
     candidates = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").is_file())
@@ -101,4 +101,4 @@ if __name__ == "__main__":
     args = parser().parse_args()
     if args.command == "build":
         sys.exit(build(args.sweep, args.out, jobs=args.jobs))
-    sys.exit(time(args.sweep_dir, baseline=args.baseline, output=args.output))
+    sys.exit(time_candidates(args.sweep_dir, baseline=args.baseline, output=args.output))
