@@ -5,13 +5,15 @@
 The states and questions are the benchmark's (`recipe.bench_inputs`: 20-300 words each, a noul and a
 4-option choice). One warm-up batch of 64 states first; then one timed batch: submit, poll the status
 every 20 ms until done, fetch every page. Checks that every state got an answer (no error objects) and
-in order. Writes OUT/batch_throughput.json.
+in order. Writes OUT/batch_throughput.json; with the service's Redis (`--redis-url`), also where the time
+went: the POST, the wait for the worker, the worker's run, the poll, the fetch.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import urllib.request
@@ -21,45 +23,71 @@ from recipe.bench_inputs import BATCH_QUESTIONS, batch_states
 from worker.version import version_info
 
 
-def call(url: str, body: dict | None = None) -> dict:
+def call(url: str, body: dict | None = None, api_key: str = "") -> dict:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url, data=data, headers={"Content-Type": "application/json"}, method="GET" if body is None else "POST"
-    )
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+    request = urllib.request.Request(url, data=data, headers=headers, method="GET" if body is None else "POST")
     with urllib.request.urlopen(request, timeout=120) as response:
         return json.loads(response.read())
 
 
-def run_batch(frontend: str, states: list[str]) -> tuple[float, list]:
-    t0 = time.perf_counter()
+def run_batch(frontend: str, states: list[str], marks: dict | None = None, api_key: str = "") -> tuple[float, list]:
+    """(seconds from the POST to the last page, the results); `marks` gets the batch id and the wall-clock
+    times (time.time()) at which the POST went out, was answered, was seen done, and the last page arrived."""
+    marks = {} if marks is None else marks
+    t0, marks["posted"] = time.perf_counter(), time.time()
     body = {"model": "english", "states": states, "questions": BATCH_QUESTIONS}
-    batch_id = call(f"{frontend}/v1/batches", body)["id"]
-    while (status := call(f"{frontend}/v1/batches/{batch_id}?limit=1"))["status"] not in ("done", "failed"):
+    batch_id = marks["id"] = call(f"{frontend}/v1/batches", body, api_key)["id"]
+    marks["accepted"] = time.time()
+    progress = f"{frontend}/v1/batches/{batch_id}?limit=1"
+    while (status := call(progress, api_key=api_key))["status"] not in ("done", "failed"):
         time.sleep(0.02)
+    marks["seen_done"] = time.time()
     results, offset = [], 0
     while offset < len(states):
-        page = call(f"{frontend}/v1/batches/{batch_id}?offset={offset}")
+        page = call(f"{frontend}/v1/batches/{batch_id}?offset={offset}", api_key=api_key)
         results += page["results"]
         offset += len(page["results"])
         if not page["results"]:
             break
+    marks["fetched"] = time.time()
     return time.perf_counter() - t0, results if status["status"] == "done" else [status]
 
 
-def main(*, frontend: str, output: Path, n_states: int) -> int:
+def phases_ms(marks: dict, redis_url: str) -> dict:
+    """Where the batch's time went, from the client's marks and the worker's timings in the batch's stored
+    envelope (one clock: the client, the API and the worker on one host)."""
+    import redis
+
+    from worker import contract
+
+    envelope = redis.Redis.from_url(redis_url).lindex(contract.result_key(marks["id"]), 0)
+    timings = json.loads(envelope)["timings"]
+    return {
+        "submit": 1000 * (marks["accepted"] - marks["posted"]),  # the POST: body, validation, the message
+        "to_worker": 1000 * (timings["started_at"] - marks["accepted"]),  # the worker takes the message
+        "worker": timings["inference_ms"],  # scoring, storing each window's results
+        "seen_done": 1000 * (marks["seen_done"] - timings["finished_at"]),  # the client's next poll
+        "fetch": 1000 * (marks["fetched"] - marks["seen_done"]),  # the pages of results
+    }
+
+
+def main(*, frontend: str, output: Path, n_states: int, redis_url: str | None, api_key: str = "") -> int:
     output.mkdir(parents=True)
     frontend = frontend.rstrip("/")
     states = batch_states(n_states)
-    run_batch(frontend, states[:64])
-    seconds, results = run_batch(frontend, states)
+    run_batch(frontend, states[:64], api_key=api_key)
+    marks: dict = {}
+    seconds, results = run_batch(frontend, states, marks, api_key)
     errors = [r for r in results if "answers" not in r]
     report = {
         "states": n_states,
         "seconds": seconds,
         "states_per_s": n_states / seconds,
+        "phases_ms": phases_ms(marks, redis_url) if redis_url and not errors else None,
         "answered": len(results) - len(errors),
         "errors": errors[:5],
-        "info": call(f"{frontend}/info"),
+        "info": call(f"{frontend}/info", api_key=api_key),
         "command": sys.argv,
         "version": version_info(),
     }
@@ -68,6 +96,8 @@ def main(*, frontend: str, output: Path, n_states: int) -> int:
         f"batch_throughput: {n_states} states in {seconds:.2f} s: {n_states / seconds:.0f} states/s, "
         f"{len(errors)} errors"
     )
+    if report["phases_ms"]:
+        print("batch_throughput: ms " + ", ".join(f"{k} {v:.1f}" for k, v in report["phases_ms"].items()))
     return 1 if errors or len(results) != n_states else 0
 
 
@@ -80,7 +110,14 @@ if __name__ == "__main__":
     p.add_argument("--frontend", default="http://127.0.0.1:8080", help="the API's base URL (default: %(default)s)")
     p.add_argument("--output", type=Path, required=True, help="a directory that does not exist yet")
     p.add_argument("--states", type=int, default=1000, help="states in the timed batch (default 1000)")
+    p.add_argument(
+        "--redis-url",
+        default=os.environ.get("LAYA_REDIS_URL"),
+        help="the service's Redis, to split the time into phases from the worker's timings (default: "
+        "$LAYA_REDIS_URL; none: no phases)",
+    )
+    p.add_argument("--api-key", default=os.environ.get("LAYA_API_KEY", ""), help="the API's key, if it has one")
     a = p.parse_args()
     if a.output.exists():
         p.error(f"{a.output} exists; give a fresh directory")
-    sys.exit(main(frontend=a.frontend, output=a.output, n_states=a.states))
+    sys.exit(main(frontend=a.frontend, output=a.output, n_states=a.states, redis_url=a.redis_url, api_key=a.api_key))
