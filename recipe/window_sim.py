@@ -10,6 +10,9 @@ batching, decoding, and, as the worker does with each window, one JSON string pe
 trip (simulated: APPEND_MS). This machine's Python runs about 2.5x faster than the H200 host's, so
 `--speed 2.5` keeps the H200's ratio of host time to GPU time per state. Writes OUT/window_sim.json:
 per run the wall time, the simulated GPU's busy time and its share.
+
+`LAYA_EXECUTOR=recipe.window_sim:make` runs a whole service on the simulated GPU (speed 1), e.g. under
+`recipe.stack` with `recipe.batch_throughput`.
 """
 
 from __future__ import annotations
