@@ -8,7 +8,6 @@ symbols, compiles it with nvcc (in parallel), links `liblaya_kernels.so` and wri
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -33,7 +32,7 @@ def main(
     jobs: int = 0,
     model: str = "large",
     arch: str = "sm_90a",
-    candidates: Path | None = None,
+    candidates: dict | None = None,
 ) -> int:
     try:
         manifest = build(
@@ -42,7 +41,7 @@ def main(
             jobs=jobs or os.cpu_count() or 1,
             model=ModelDims.of(ModelConfig.from_preset(model)),
             arch=arch,
-            candidates=json.loads(Path(candidates).read_text()) if candidates else None,
+            candidates=candidates,
         )
     except Exception as e:  # every failure ends the build with one message naming what failed
         print(f"laya-bundle build: {type(e).__name__}: {e}", file=sys.stderr)

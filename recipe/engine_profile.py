@@ -44,6 +44,9 @@ def host_profile(engine, payload: dict) -> str:
     return text.getvalue()
 
 
+STAGES = ("prepare", "batch", "launch", "result", "decode", "decide")
+
+
 def host_stages(engine, payload: dict, samples: int = 200) -> dict[str, float]:
     """Median ms of each stage of `Engine.decide`, timed apart on the host (20 warm-ups): preparing the rows,
     the Batch, launching the pass (until the call returns), waiting for its result, decoding; then the whole
@@ -72,9 +75,6 @@ def host_stages(engine, payload: dict, samples: int = 200) -> dict[str, float]:
             if getattr(engine.executor, "last_gpu_ms", None) is not None:
                 times["executor (GPU)"].append(engine.executor.last_gpu_ms)
     return {stage: round(statistics.median(ms), 4) for stage, ms in times.items()}
-
-
-STAGES = ("prepare", "batch", "launch", "result", "decode", "decide")
 
 
 def step_times_us(executor, key: tuple[int, int]) -> list[tuple[str, str, float]]:

@@ -16,7 +16,6 @@ import argparse
 import csv
 import json
 import sys
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,14 +23,10 @@ from pathlib import Path
 def build(sweep: Path, out: Path, *, jobs: int) -> int:
     from bundle.build import main as build_bundle
 
-    candidates = json.loads(sweep.read_text())
     out.mkdir(parents=True, exist_ok=True)
-    for name, tiers in candidates.items():
-        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
-            json.dump(tiers, f)
-            f.flush()
-            if build_bundle(out=out / name, jobs=jobs, candidates=Path(f.name)) != 0:
-                return 1
+    for name, tiers in json.loads(sweep.read_text()).items():
+        if build_bundle(out=out / name, jobs=jobs, candidates=tiers) != 0:
+            return 1
     return 0
 
 

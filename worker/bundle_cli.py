@@ -7,6 +7,7 @@ while `bundle/` itself imports nothing from `worker/`.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -33,7 +34,14 @@ def _synthesize(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     from bundle.build import main
 
-    return main(out=args.out, tile_config=args.config, jobs=args.jobs, model=args.model, candidates=args.candidates)
+    candidates = None
+    if args.candidates is not None:
+        try:
+            candidates = json.loads(args.candidates.read_text())
+        except (OSError, ValueError) as e:
+            print(f"laya-bundle build: --candidates {args.candidates}: {e}", file=sys.stderr)
+            return 2
+    return main(out=args.out, tile_config=args.config, jobs=args.jobs, model=args.model, candidates=candidates)
 
 
 def _export_tables(args: argparse.Namespace) -> int:

@@ -1,6 +1,5 @@
 """A real bundle built on a machine with nvcc and no GPU: library, manifest, tables, verify, tampering."""
 
-import json
 import subprocess
 
 import pytest
@@ -142,12 +141,11 @@ def test_loader_resolves_every_symbol_and_init_needs_a_gpu(exported_bundle):
 
 def test_a_sweep_candidate_holds_only_its_entries_with_its_tiers(tmp_path, capsys):
     from bundle.build import CANDIDATE_CONFIG, main
+    from worker import bundle_cli
 
     tier = {"max_m": None, "block_M": 128, "block_N": 16, "block_K": 64, "num_stages": 2, "threads": 128}
     shared = {**tier, "max_m": 4096, "block_N": 32, "store": "shared", "swizzle": 4}
-    sweep = tmp_path / "candidate.json"
-    sweep.write_text(json.dumps({"gemm_geglu_bf16": [shared, tier]}))
-    assert main(out=tmp_path / "c", model="tiny", candidates=sweep) == 0
+    assert main(out=tmp_path / "c", model="tiny", candidates={"gemm_geglu_bf16": [shared, tier]}) == 0
     manifest = Manifest.read(tmp_path / "c")
     assert manifest.tile_config == CANDIDATE_CONFIG
     assert list(manifest.entries) == ["gemm_geglu_bf16"]
@@ -157,9 +155,14 @@ def test_a_sweep_candidate_holds_only_its_entries_with_its_tiers(tmp_path, capsy
     source = (tmp_path / "c" / "src" / f"{tiers[0].symbol}.cu").read_text()
     assert "tma_store" in source  # the shared-memory epilogue writes C with TMA
 
-    sweep.write_text(json.dumps({"gemm_nonexistent": [tier]}))
-    assert main(out=tmp_path / "d", model="tiny", candidates=sweep) == 1
+    assert main(out=tmp_path / "d", model="tiny", candidates={"gemm_nonexistent": [tier]}) == 1
     assert "unknown GEMM entry points: gemm_nonexistent" in capsys.readouterr().err
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert bundle_cli.main(["build", str(tmp_path / "e"), "--model", "tiny", "--candidates", str(bad)]) == 2
+    assert f"--candidates {bad}" in capsys.readouterr().err
+    assert not (tmp_path / "e").exists()
 
 
 def test_a_sweep_summary_names_the_fastest_bundle_per_shape():
