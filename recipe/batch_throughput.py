@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 from recipe.bench_inputs import BATCH_QUESTIONS, batch_states
+from recipe.client import add_service_arguments
 from worker.version import version_info
 
 
@@ -107,7 +108,7 @@ if __name__ == "__main__":
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--frontend", default="http://127.0.0.1:8080", help="the API's base URL (default: %(default)s)")
+    add_service_arguments(p)
     p.add_argument("--output", type=Path, required=True, help="a directory that does not exist yet")
     p.add_argument("--states", type=int, default=1000, help="states in the timed batch (default 1000)")
     p.add_argument(
@@ -116,7 +117,6 @@ if __name__ == "__main__":
         help="the service's Redis, to split the time into phases from the worker's timings (default: "
         "$LAYA_REDIS_URL; none: no phases)",
     )
-    p.add_argument("--api-key", default=os.environ.get("LAYA_API_KEY", ""), help="the API's key, if it has one")
     a = p.parse_args()
     if a.output.exists():
         p.error(f"{a.output} exists; give a fresh directory")
