@@ -18,7 +18,7 @@ from celery import Celery
 from celery.signals import task_received
 
 from laya_common.settings import or_exit
-from worker import contract, lifecycle, tracing
+from worker import contract, lifecycle, redis_transport, tracing
 from worker.settings import WorkerSettings, env_help
 from worker.version import add_version_flag
 
@@ -28,6 +28,7 @@ def make_celery(settings: WorkerSettings) -> Celery:
     app.conf.update(
         contract.celery_config(settings.redis_url, visibility_timeout_s=settings.visibility_timeout_s),
         task_default_queue=settings.queue,
+        broker_transport=redis_transport.NAME,
         include=["worker.tasks"],
     )
     return app

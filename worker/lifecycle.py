@@ -4,9 +4,10 @@
 It builds the engine and answers a real warmup first, announces readiness in Redis, and only then
 starts consuming the model's queue, so a warming worker holds no task that an idle one could run.
 A task writes its envelope to its result key (which the API blocks on) in the same round trip as
-its metrics, and is acknowledged after that (acks late). An executor failure answers that request
-with a 500 envelope, marks the worker failed, and asks Celery for a warm shutdown, which
-acknowledges the answered task and exits non-zero; a task that reaches a failed engine is requeued.
+its metrics and its message's acknowledgement (acks late: the answer is written first; see
+worker.redis_transport). An executor failure answers that request with a 500 envelope, marks the
+worker failed, and asks Celery for a warm shutdown, which acknowledges the answered task and exits
+non-zero; a task that reaches a failed engine is requeued.
 A worker that dies whole leaves its task to the others, or to the next one to start (worker.redelivery).
 """
 
@@ -22,7 +23,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from worker import contract, tracing
+from worker import contract, redis_transport, tracing
 from worker.heartbeat import Heartbeat, record_executor_seconds
 from worker.redelivery import Redeliverer
 from worker.settings import WorkerSettings
@@ -143,7 +144,7 @@ class Runtime:
                 seconds = time.perf_counter() - t0
                 envelope = contract.ok_envelope(response, _timings(started_at, seconds))
             tracing.stamp(trace, "engine_finished")
-            self._store(delivery.id, envelope, executor_seconds=seconds, trace=trace)
+            self._store(delivery, envelope, executor_seconds=seconds, trace=trace)
 
     def decide_batch(self, delivery: Delivery, batch: dict) -> None:
         """Score a batch in chunks, appending each state's result to the batch's Redis list in input order.
@@ -162,13 +163,13 @@ class Runtime:
                 except StopIteration:
                     break
                 except Exception as e:
-                    self._store(delivery.id, self._failure(e))
+                    self._store(delivery, self._failure(e))
                     return
                 if not self._append(key, done + start, results, time.perf_counter() - chunk_t0):
                     log.warning("laya worker: batch %s is being scored elsewhere; leaving it", delivery.id)
                     return
             timings = _timings(started_at, time.perf_counter() - t0)
-            self._store(delivery.id, contract.ok_envelope({"done": len(payloads)}, timings))
+            self._store(delivery, contract.ok_envelope({"done": len(payloads)}, timings))
 
     @contextlib.contextmanager
     def _holding(self, delivery: Delivery) -> Iterator[None]:
@@ -186,13 +187,14 @@ class Runtime:
 
     def _store(
         self,
-        job_id: str,
+        delivery: Delivery,
         envelope: dict,
         *,
         executor_seconds: float | None = None,
         trace: dict[str, float] | None = None,
     ) -> None:
-        """Write a task's envelope, its metrics and its trace, in one round trip."""
+        """Write a task's envelope, its metrics and its trace, and acknowledge its message, in one round trip."""
+        job_id = delivery.id
         ttl_s, key = self.settings.result_ttl_s, contract.result_key(job_id)
         pipe = self.redis.pipeline(transaction=False)
         pipe.rpush(key, json.dumps(envelope))
@@ -203,7 +205,11 @@ class Runtime:
         tracing.stamp(trace, "result_sent")  # the waiting API may wake before this call returns
         if trace is not None:
             contract.queue_trace(pipe, job_id, {**trace, "worker": self.heartbeat.record["node"]})
+        if delivery.tag is not None:
+            redis_transport.queue_ack(pipe, delivery.tag)
         pipe.execute()
+        if delivery.tag is not None:
+            redis_transport.acked(delivery.tag)
 
     def _append(self, key: str, start: int, results: list[dict], seconds: float) -> bool:
         """Append a batch chunk that begins at result `start`; False if the list does not end there."""
