@@ -17,6 +17,7 @@ from gunicorn.app.base import BaseApplication
 
 from app import config
 from app.errors import json_error
+from app.http_worker import LingeringThreadWorker
 from app.models import served_models
 from worker.version import add_version_flag
 
@@ -26,7 +27,7 @@ GRACEFUL_TIMEOUT_S = 30
 def gunicorn_options(settings: dict) -> dict:
     return {
         "bind": f"{settings['HOST']}:{settings['PORT']}",
-        "worker_class": "gthread",
+        "worker_class": LingeringThreadWorker,  # gthread, kept-alive connections served back to back
         "workers": settings["API_PROCESSES"],
         "threads": settings["API_THREADS"],
         # gthread workers notify the arbiter from their main loop, so this bounds a stuck process, not a request
