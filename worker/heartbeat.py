@@ -84,9 +84,14 @@ class Heartbeat:
 
 def record_executor_seconds(pipe, model: str, seconds: float) -> None:
     """Add one observation to the model's executor-time histogram (its own bucket; /metrics sums them)."""
-    key = contract.executor_metrics_key(model)
-    bucket = bisect_left(contract.EXECUTOR_BUCKETS, seconds)
-    if bucket < len(contract.EXECUTOR_BUCKETS):
-        pipe.hincrby(key, f"bucket:{contract.EXECUTOR_BUCKETS[bucket]}", 1)
+    key, bucket = contract.executor_metrics_key(model), executor_bucket(seconds)
+    if bucket is not None:
+        pipe.hincrby(key, bucket, 1)
     pipe.hincrby(key, "count", 1)
     pipe.hincrbyfloat(key, "sum", seconds)
+
+
+def executor_bucket(seconds: float) -> str | None:
+    """The histogram field one observation of `seconds` counts in (None above the last bucket's bound)."""
+    i = bisect_left(contract.EXECUTOR_BUCKETS, seconds)
+    return f"bucket:{contract.EXECUTOR_BUCKETS[i]}" if i < len(contract.EXECUTOR_BUCKETS) else None

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from worker import contract, redis_transport, tracing
-from worker.heartbeat import Heartbeat, record_executor_seconds
+from worker.heartbeat import Heartbeat, executor_bucket, record_executor_seconds
 from worker.redelivery import Redeliverer
 from worker.settings import WorkerSettings
 from worker.version import version_info
@@ -38,6 +38,24 @@ if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) then return 0 end
 redis.call('RPUSH', KEYS[1], unpack(ARGV, 3))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
+"""
+
+# A task's answer, then its executor-time observation (heartbeat.record_executor_seconds's three commands)
+# and its message's acknowledgement (worker.redis_transport), as one command: a pipeline of the eight
+# took about 0.09 ms longer here, and the waiting API wakes only once all of it has been packed and sent.
+STORE_ANSWER = """
+redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+if ARGV[4] ~= '' then
+  if ARGV[3] ~= '' then redis.call('HINCRBY', KEYS[3], ARGV[3], 1) end
+  redis.call('HINCRBY', KEYS[3], 'count', 1)
+  redis.call('HINCRBYFLOAT', KEYS[3], 'sum', ARGV[4])
+end
+if ARGV[5] ~= '' then
+  redis.call('ZREM', KEYS[4], ARGV[5])
+  redis.call('HDEL', KEYS[5], ARGV[5])
+end
 """
 
 _runtime: Runtime | None = None
@@ -194,19 +212,26 @@ class Runtime:
         trace: dict[str, float] | None = None,
     ) -> None:
         """Write a task's envelope, its metrics and its trace, and acknowledge its message, in one round trip."""
-        job_id = delivery.id
-        ttl_s, key = self.settings.result_ttl_s, contract.result_key(job_id)
+        job_id, ttl_s = delivery.id, self.settings.result_ttl_s
+        bucket = executor_bucket(executor_seconds) if executor_seconds is not None else None
         pipe = self.redis.pipeline(transaction=False)
-        pipe.rpush(key, json.dumps(envelope))
-        pipe.expire(key, ttl_s)
-        pipe.expire(contract.job_key(job_id), ttl_s)  # a job record outlives its queue wait
-        if executor_seconds is not None:
-            record_executor_seconds(pipe, self.settings.model, executor_seconds)
+        pipe.eval(
+            STORE_ANSWER,
+            5,
+            contract.result_key(job_id),
+            contract.job_key(job_id),  # a job record outlives its queue wait
+            contract.executor_metrics_key(self.settings.model),
+            redis_transport.UNACKED_INDEX_KEY,
+            redis_transport.UNACKED_KEY,
+            json.dumps(envelope),
+            ttl_s,
+            bucket or "",
+            "" if executor_seconds is None else repr(executor_seconds),
+            delivery.tag or "",
+        )
         tracing.stamp(trace, "result_sent")  # the waiting API may wake before this call returns
         if trace is not None:
             contract.queue_trace(pipe, job_id, {**trace, "worker": self.heartbeat.record["node"]})
-        if delivery.tag is not None:
-            redis_transport.queue_ack(pipe, delivery.tag)
         pipe.execute()
         if delivery.tag is not None:
             redis_transport.acked(delivery.tag)

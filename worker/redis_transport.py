@@ -3,8 +3,8 @@
 - One Redis client per channel for the commands kombu sends outside its BRPOP (recording a message as
   unacknowledged, acknowledging it). kombu builds a fresh `redis.Redis` for each, and building one
   fills its table of response callbacks: about half of the consumer's own Python time per task.
-- A task can acknowledge its message in the round trip that writes its answer (`queue_ack`): the
-  commands kombu's acknowledgement would send go into that pipeline, after the answer, and the
+- A task can acknowledge its message in the round trip that writes its answer (the keys below, then
+  `acked`): the commands kombu's acknowledgement would send run after the answer is written, and the
   acknowledgement Celery makes when the task returns then has nothing left to send.
 
 Acks late still holds: a message leaves the unacknowledged set only after (or with) its answer,
@@ -53,15 +53,12 @@ class Transport(kombu_redis.Transport):
 NAME = f"{__name__}:Transport"  # Celery's broker_transport setting
 
 
-def queue_ack(pipe, delivery_tag: str) -> None:
-    """Add the acknowledgement of `delivery_tag` to `pipe`, the pipeline that writes the task's answer.
-
-    The keys are kombu's defaults, the ones the worker's Celery configuration leaves in place.
-    """
-    pipe.zrem(kombu_redis.Channel.unacked_index_key, delivery_tag)
-    pipe.hdel(kombu_redis.Channel.unacked_key, delivery_tag)
+# kombu's keys for unacknowledged messages (the worker's Celery configuration leaves its defaults): a task
+# acknowledges its message by removing its delivery tag from both, as kombu's QoS.ack does
+UNACKED_INDEX_KEY = kombu_redis.Channel.unacked_index_key
+UNACKED_KEY = kombu_redis.Channel.unacked_key
 
 
 def acked(delivery_tag: str) -> None:
-    """`queue_ack`'s pipeline has run: Celery's acknowledgement of this message sends nothing."""
+    """The task removed `delivery_tag` itself: Celery's acknowledgement of this message sends nothing."""
     _settled.add(delivery_tag)
