@@ -13,6 +13,12 @@ The lone client then sends --samples more without asking for a trace ("1 untrace
 costs the traced request nothing, but gunicorn reads the next request on the connection only once that
 store has returned, so this series is the overhead with no tracing at all.
 
+Under concurrent clients a request also waits for the worker to finish the others (concurrency 1). Two
+figures take that wait out: "beyond queueing" subtracts the part of it during which the worker ran
+other tasks (taking the message to sending the answer); "beyond the worker's occupancy" also counts as
+the worker's own run time what it spends between two tasks when the next message is waiting already
+(acknowledging, taking the next message, Celery's dispatch), per task and in series like the tasks.
+
 In the same run it measures the bare Celery round trip (recipe/celery_floor.py) per worker pool.
 Writes samples.json (every sample, the summaries, the floor, the command line, versions, the
 machine's load) into --output.
@@ -154,6 +160,24 @@ def queueing_ms(row: dict, spans: list[tuple[float, float]]) -> float:
     return busy * 1000
 
 
+def occupancy_spans(rows: list[dict]) -> list[tuple[float, float]]:
+    """Each task's hold on its worker: its span, stretched to the worker taking the next task when that one was
+    queued before this one's answer went out (the worker then went straight on: acknowledging, taking the next
+    message, Celery's dispatch, all the worker's own per-task run time)."""
+    spans = []
+    by_worker: dict[str, list[dict]] = {}
+    for r in rows:
+        by_worker.setdefault(r["worker"], []).append(r)
+    for tasks in by_worker.values():
+        tasks.sort(key=lambda r: r["stamps"]["worker_received"])
+        for task, after in zip(tasks, [*tasks[1:], None], strict=True):
+            start, end = worker_span(task)
+            if after is not None and after["stamps"]["api_enqueued"] < end:
+                end = after["stamps"]["worker_received"]
+            spans.append((start, end))
+    return spans
+
+
 def overlapping_tasks(rows: list[dict]) -> int:
     """How many tasks a worker started before it had finished the one before, by its own stamps."""
     by_worker: dict[str, list[tuple[float, float]]] = {}
@@ -179,6 +203,13 @@ def summarize(rows: list[dict], traced: bool, concurrent: bool) -> dict:
             r["queueing_ms"] = queueing_ms(r, [s for s in spans if s != worker_span(r)])
         summary["beyond_queueing"] = celery_floor.percentiles(
             [o - r["queueing_ms"] for o, r in zip(overhead, rows, strict=True)]
+        )
+        held = occupancy_spans(rows)
+        summary["beyond_occupancy"] = celery_floor.percentiles(
+            [
+                o - queueing_ms(r, [h for h in held if h[0] != r["stamps"]["worker_received"]])
+                for o, r in zip(overhead, rows, strict=True)
+            ]
         )
         if concurrent:  # the worker is busy all along: what it spends between two tasks
             summary["worker_gap_median_ms"] = statistics.median(
@@ -245,6 +276,8 @@ def format_report(report: dict) -> str:
         )
         if "beyond_queueing" in s:
             line += f"; beyond queueing p50 {s['beyond_queueing']['p50_ms']:.2f}"
+        if "beyond_occupancy" in s:
+            line += f", beyond the worker's occupancy p50 {s['beyond_occupancy']['p50_ms']:.2f}"
         if "worker_gap_median_ms" in s:
             line += f", worker gap between tasks p50 {s['worker_gap_median_ms']:.2f}"
         lines.append(line)

@@ -40,3 +40,13 @@ def test_overhead_recipe_stamps_every_stage_in_order(stack, tmp_path):
             assert t["result_sent"] <= t["api_woke"] <= t["client_received"], sample
     assert report["summary"]["8"]["overlapping_tasks"] == 0
     assert set(report["celery_floor"]) == {"prefork", "solo"}
+
+
+def test_a_task_holds_its_worker_until_the_next_only_when_that_one_was_waiting():
+    def task(enqueued: float, received: float, sent: float) -> dict:
+        return {"worker": "w", "stamps": {"api_enqueued": enqueued, "worker_received": received, "result_sent": sent}}
+
+    first, waiting, late = task(0.0, 1.0, 3.0), task(2.0, 4.0, 6.0), task(7.0, 8.0, 9.0)
+    spans = http_overhead.occupancy_spans([late, first, waiting])  # in any order
+    # first: stretched to the waiting task's start; waiting: the late one came after its answer; late: last
+    assert sorted(spans) == [(1.0, 4.0), (4.0, 6.0), (8.0, 9.0)]
