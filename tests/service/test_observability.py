@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from service.helpers import NOUL, request_body
+from worker import contract
 from worker.version import git_commit, package_version
 
 
@@ -58,3 +59,21 @@ def test_metrics_count_requests_queue_and_executor_time(stack):
     assert 'laya_workers_ready{model="english"} 1.0' in text
     count = [line for line in text.splitlines() if line.startswith('laya_executor_seconds_count{model="english"}')]
     assert count and float(count[0].split()[-1]) >= 1
+
+
+def test_a_request_adds_one_observation_of_its_engine_time_to_the_executor_histogram(stack):
+    key = contract.executor_metrics_key("english")
+
+    def histogram() -> dict[str, float]:
+        return {k.decode(): float(v) for k, v in stack.redis().hgetall(key).items()}
+
+    before = histogram()
+    r = stack.post("/v1/systemone", json=request_body("refund?", q=NOUL))
+    assert r.status_code == 200, r.text
+    seconds = float(r.headers["x-inference-time"]) / 1000
+    after = histogram()
+    changed = {k: after[k] - before.get(k, 0.0) for k in after if after[k] != before.get(k, 0.0)}
+    bound = next(b for b in contract.EXECUTOR_BUCKETS if seconds <= b)
+    assert changed.keys() == {"count", "sum", f"bucket:{bound}"}, changed
+    assert changed["count"] == changed[f"bucket:{bound}"] == 1
+    assert abs(changed["sum"] - seconds) < 1e-5  # the header is rounded to the microsecond
