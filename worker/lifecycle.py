@@ -214,6 +214,7 @@ class Runtime:
         """Write a task's envelope, its metrics and its trace, and acknowledge its message, in one round trip."""
         job_id, ttl_s = delivery.id, self.settings.result_ttl_s
         bucket = executor_bucket(executor_seconds) if executor_seconds is not None else None
+        redis_transport.settle()  # the answer's script removes the record: Redis must have it first
         pipe = self.redis.pipeline(transaction=False)
         pipe.eval(
             STORE_ANSWER,

@@ -1,10 +1,14 @@
-"""The worker's kombu transport (worker/redis_transport.py): a task acknowledged in its answer's round trip,
-one Redis client per channel; checked on the main stack's traffic and on a channel of its own."""
+"""The worker's kombu transport (worker/redis_transport.py): a message recorded as unacknowledged without
+waiting for the reply, a task acknowledged in its answer's round trip, one Redis client per channel; checked
+on the main stack's traffic and on a channel of its own."""
 
 from __future__ import annotations
 
+import json
 import threading
 
+import pytest
+import redis
 from kombu import Connection
 
 from service.helpers import NOUL, request_body, wait_until
@@ -73,3 +77,50 @@ def test_a_channel_keeps_one_client_and_takes_a_fresh_one_after_its_pool_is_repl
         channel._disconnect_pools()  # what kombu does when the connection to Redis is lost
         with channel.conn_or_acquire() as fresh:
             assert fresh is not first and fresh.connection_pool is channel.pool and fresh.ping()
+
+
+def taken_message(url: str, body: str):
+    """A channel of `url` and a message it took off a queue of its own (recorded as unacknowledged)."""
+    conn = Connection(url, transport=redis_transport.Transport)
+    channel = conn.default_channel
+    producer = conn.Producer(channel)
+    producer.publish(body, routing_key="laya-test-q", declare=[conn.SimpleQueue("laya-test-q").queue])
+    message = channel.basic_get("laya-test-q")
+    assert message is not None
+    return conn, channel, message
+
+
+def test_a_taken_message_is_recorded_without_waiting_and_settled_before_anything_else(private_db):
+    conn, channel, message = taken_message(private_db, "hello")
+    with conn:
+        tag = message.delivery_tag
+        assert channel._unread is not None  # sent, reply not read yet
+        redis_transport.settle()
+        assert channel._unread is None
+        db = redis.Redis.from_url(private_db)
+        assert db.zscore("unacked_index", tag) is not None
+        raw, exchange, routing_key = json.loads(db.hget("unacked", tag))
+        assert raw == message._raw and routing_key == "laya-test-q"  # kombu's own record: redelivery reads it
+        # kombu's acknowledgement reads the pending reply first, on its way to removing the record
+        conn2, channel2, message2 = taken_message(private_db, "again")
+        with conn2:
+            assert channel2._unread is not None
+            message2.ack()
+            assert channel2._unread is None
+            assert db.zscore("unacked_index", message2.delivery_tag) is None
+        message.ack()
+        assert db.zcard("unacked_index") == 0 and db.hlen("unacked") == 0
+
+
+def test_a_record_redis_refused_is_raised_when_settled_and_the_channel_goes_on(private_db):
+    db = redis.Redis.from_url(private_db)
+    db.set("unacked", "not a hash")  # the HSET of the record fails inside the transaction
+    conn, channel, _ = taken_message(private_db, "hello")
+    with conn:
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            redis_transport.settle()
+        assert channel._unread is None
+        db.delete("unacked")
+        assert channel.basic_get("laya-test-q") is None  # the one message was taken; the channel still answers
+        with channel.conn_or_acquire() as client:
+            assert client.ping()
