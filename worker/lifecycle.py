@@ -214,7 +214,6 @@ class Runtime:
         """Write a task's envelope, its metrics and its trace, and acknowledge its message, in one round trip."""
         job_id, ttl_s = delivery.id, self.settings.result_ttl_s
         bucket = executor_bucket(executor_seconds) if executor_seconds is not None else None
-        redis_transport.settle()  # the answer's script removes the record: Redis must have it first
         pipe = self.redis.pipeline(transaction=False)
         pipe.eval(
             STORE_ANSWER,
@@ -233,7 +232,7 @@ class Runtime:
         tracing.stamp(trace, "result_sent")  # the waiting API may wake before this call returns
         if trace is not None:
             contract.queue_trace(pipe, job_id, {**trace, "worker": self.heartbeat.record["node"]})
-        pipe.execute()
+        redis_transport.execute_after_record(pipe)  # the script removes the record: it goes in after it
         if delivery.tag is not None:
             redis_transport.acked(delivery.tag)
 

@@ -1,11 +1,13 @@
 """kombu's Redis transport with three round trips taken out of every task the worker runs.
 
 - A message taken off the queue is recorded as unacknowledged (kombu's ZADD and HSET, in a
-  transaction) without waiting for Redis's reply: the task starts while Redis writes the record, and
-  the reply is read before the channel's next command and before the task's answer (`settle`), so
-  Redis has the record before anything that removes it. Nothing is lost that kombu's wait would
-  keep: Redis applies the transaction once it has read it, whether or not the worker then reads the
-  reply, and a worker that dies before sending it loses the message in kombu's own code too.
+  transaction) without waiting for Redis's reply: the task starts while Redis writes the record. The
+  task's answer goes out on the connection that sent the record (`execute_after_record`), and Redis
+  runs one connection's commands in order, so the record is in before the answer's script removes
+  it; the replies are read after. Any other command of the channel reads the reply first. Nothing is
+  lost that kombu's wait would keep: Redis applies the transaction once it has read it, whether or not
+  the worker then reads the reply, and a worker that dies before sending it loses the message in
+  kombu's own code too.
 - One Redis client per channel for the commands kombu sends outside its BRPOP (recording a message as
   unacknowledged, acknowledging it). kombu builds a fresh `redis.Redis` for each, and building one
   fills its table of response callbacks: about a fifth of the consumer's profiled time per task.
@@ -29,8 +31,8 @@ from redis.exceptions import ResponseError
 
 # Delivery tags whose unacked entries a task's own answer pipeline removed (one worker, one task at a time).
 _settled: set[str] = set()
-# The channel whose unacknowledged record's reply has not been read yet, if any.
-_unsettled: Channel | None = None
+# The channel whose record of the message being run has not had its reply read yet, if any.
+_unread_record: Channel | None = None
 
 
 class QoS(kombu_redis.QoS):
@@ -56,38 +58,54 @@ class QoS(kombu_redis.QoS):
 class Channel(kombu_redis.Channel):
     QoS = QoS
     _sync_client = None
-    _unread = None  # (connection, number of replies) of commands sent by send_unread
+    _unread = None  # (pool, connection, number of replies) of the transaction send_unread sent
 
     def send_unread(self, *commands) -> None:
-        """Send `commands` on a connection of the channel's pool; their replies are read by `read_unread`."""
-        global _unsettled
+        """Send a transaction (MULTI ... EXEC) on a connection of the channel's pool; `read_unread` reads
+        its replies."""
+        global _unread_record
         self.read_unread()
-        conn = self.pool.get_connection()
-        try:
-            conn.send_packed_command(conn.pack_commands(commands))
-        except BaseException:
-            self.pool.release(conn)
-            raise
-        self._unread, _unsettled = (conn, len(commands)), self
+        pool = self.pool
+        self._unread = (pool, pool.get_connection(), len(commands))
+        self._send(commands)
+        _unread_record = self
 
-    def read_unread(self) -> None:
-        """Read the replies of what `send_unread` sent (:raise: the first error among them)."""
-        global _unsettled
+    def read_unread(self, *then) -> list:
+        """Send `then` (commands) after the transaction `send_unread` sent, on its connection, and read
+        every reply; return `then`'s. :raise: the transaction's first error, or a command's."""
         if self._unread is None:
-            return
-        (conn, count), self._unread = self._unread, None
-        if _unsettled is self:
-            _unsettled = None
+            return []
+        if then:
+            self._send(then)
+        pool, conn, count = self._forget()
         try:
-            replies = [conn.read_response() for _ in range(count)]
+            replies = [conn.read_response() for _ in range(count + len(then))]
         except BaseException:
             conn.disconnect()  # replies may be left unread on it
             raise
         finally:
-            self.pool.release(conn)
-        for reply in replies[-1] if isinstance(replies[-1], list) else ():
+            pool.release(conn)
+        for reply in replies[count - 1] or ():  # EXEC's: each command's reply, or its error
             if isinstance(reply, ResponseError):
                 raise reply
+        return replies[count:]
+
+    def _send(self, commands) -> None:
+        pool, conn, _ = self._unread
+        try:
+            conn.send_packed_command(conn.pack_commands(commands))
+        except BaseException:
+            self._forget()
+            conn.disconnect()
+            pool.release(conn)
+            raise
+
+    def _forget(self) -> tuple:
+        global _unread_record
+        unread, self._unread = self._unread, None
+        if _unread_record is self:
+            _unread_record = None
+        return unread
 
     @contextmanager
     def conn_or_acquire(self, client=None):
@@ -114,10 +132,15 @@ UNACKED_INDEX_KEY = kombu_redis.Channel.unacked_index_key
 UNACKED_KEY = kombu_redis.Channel.unacked_key
 
 
-def settle() -> None:
-    """Wait until Redis has the unacknowledged record of the message being run (before a task answers)."""
-    if _unsettled is not None:
-        _unsettled.read_unread()
+def execute_after_record(pipe) -> list:
+    """Execute a pipeline's commands where Redis runs them after the unacknowledged record of the message
+    being run: on the connection that sent the record when its reply is unread (the commands go out
+    without waiting for it), else as the pipeline would. Returns the commands' replies, unparsed."""
+    if _unread_record is None:
+        return pipe.execute()
+    commands = [args for args, _options in pipe.command_stack]
+    pipe.reset()
+    return _unread_record.read_unread(*commands)
 
 
 def acked(delivery_tag: str) -> None:

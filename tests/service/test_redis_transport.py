@@ -90,12 +90,12 @@ def taken_message(url: str, body: str):
     return conn, channel, message
 
 
-def test_a_taken_message_is_recorded_without_waiting_and_settled_before_anything_else(private_db):
+def test_a_taken_message_is_recorded_without_waiting_and_read_before_anything_else(private_db):
     conn, channel, message = taken_message(private_db, "hello")
     with conn:
         tag = message.delivery_tag
         assert channel._unread is not None  # sent, reply not read yet
-        redis_transport.settle()
+        assert redis_transport.execute_after_record(redis.Redis.from_url(private_db).pipeline().ping()) == [b"PONG"]
         assert channel._unread is None
         db = redis.Redis.from_url(private_db)
         assert db.zscore("unacked_index", tag) is not None
@@ -112,13 +112,13 @@ def test_a_taken_message_is_recorded_without_waiting_and_settled_before_anything
         assert db.zcard("unacked_index") == 0 and db.hlen("unacked") == 0
 
 
-def test_a_record_redis_refused_is_raised_when_settled_and_the_channel_goes_on(private_db):
+def test_a_record_redis_refused_is_raised_with_the_answer_and_the_channel_goes_on(private_db):
     db = redis.Redis.from_url(private_db)
     db.set("unacked", "not a hash")  # the HSET of the record fails inside the transaction
     conn, channel, _ = taken_message(private_db, "hello")
     with conn:
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            redis_transport.settle()
+            assert redis_transport.execute_after_record(redis.Redis.from_url(private_db).pipeline().ping()) == [b"PONG"]
         assert channel._unread is None
         db.delete("unacked")
         assert channel.basic_get("laya-test-q") is None  # the one message was taken; the channel still answers
