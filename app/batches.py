@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, jsonify, request
 
-from app.dispatch import dispatcher
+from app.dispatch import dispatcher, wait_if_asked
 from app.errors import ApiError
 from app.payloads import batch_request
 from app.schemas import PageSchema
@@ -27,10 +27,12 @@ def submit():
 
 @bp.get("/<batch_id>")
 def fetch(batch_id: str):
-    """Progress and one page of results (?offset=&limit=, at most BATCH_PAGE_SIZE). :raise 404: unknown id."""
+    """Progress and one page of results (?offset=&limit=, at most BATCH_PAGE_SIZE), after waiting up to `wait`
+    seconds for the batch to finish. :raise 404: unknown id."""
     page = PageSchema().load(request.args)
     page_size = current_app.config["BATCH_PAGE_SIZE"]
     limit = page.get("limit", page_size)
     if limit > page_size:
         raise ApiError("validation", f"limit {limit}; at most {page_size} results per page", field="limit")
+    wait_if_asked(batch_id, "batch", page["wait"])
     return jsonify(dispatcher().batch(batch_id, offset=page["offset"], limit=limit))

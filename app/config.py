@@ -40,7 +40,9 @@ SETTINGS = {
     "MAX_BATCH_BYTES": Setting("LAYA_MAX_BATCH_BYTES", 64 * MIB, "body cap of /v1/batches"),
     "MAX_BATCH_STATES": Setting("LAYA_MAX_BATCH_STATES", 10000, "most states (or JSON lines) in one batch"),
     "BATCH_PAGE_SIZE": Setting("LAYA_BATCH_PAGE_SIZE", 1000, "most results in one GET /v1/batches/<id> page"),
-    "API_THREADS": Setting("LAYA_API_THREADS", 32, "gunicorn threads (each sync call holds one while it waits)"),
+    "API_THREADS": Setting(
+        "LAYA_API_THREADS", 32, "gunicorn threads (a sync call or a fetch with ?wait= holds one while it waits)"
+    ),
     "API_PROCESSES": Setting("LAYA_API_PROCESSES", 1, "gunicorn worker processes"),
     "TRACE": Setting(
         "LAYA_TRACE",

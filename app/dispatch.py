@@ -82,6 +82,21 @@ class Dispatcher:
             self._ready_until.pop(model, None)
         return job_id, envelope
 
+    def wait(self, job_id: str, kind: str, timeout_s: float) -> None:
+        """Block until the job or batch `job_id` has finished (its envelope is stored), `timeout_s` at most.
+
+        :raise 404: no `kind` ("job" or "batch") with this id.
+        """
+        key = contract.result_key(job_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.get(contract.job_key(job_id))
+        pipe.exists(key)
+        record, finished = pipe.execute()
+        self._check_record(job_id, record, kind)
+        if not finished:
+            # moving the one-item list onto itself: wakes when the worker stores the envelope, and leaves it there
+            self.waiter.blmove(key, key, timeout_s, "RIGHT", "LEFT")
+
     def job(self, job_id: str) -> dict:
         """{"id", "status", "result"?, "error"?} of a recorded job. :raise 404: unknown id."""
         pipe = self.redis.pipeline(transaction=False)
@@ -215,3 +230,16 @@ def init_app(app: Flask, celery: Celery) -> None:
 
 def dispatcher() -> Dispatcher:
     return current_app.extensions["laya"]
+
+
+def wait_if_asked(job_id: str, kind: str, wait_s: float) -> None:
+    """A GET's `?wait=`: block until the job or batch has finished, `wait_s` at most.
+
+    :raise 422: longer than a sync call may wait. :raise 404: no such job or batch.
+    """
+    if wait_s <= 0:
+        return
+    limit = current_app.config["SYNC_TIMEOUT_S"]
+    if wait_s > limit:
+        raise ApiError("validation", f"wait {wait_s:g} s; at most {limit:g} s (LAYA_SYNC_TIMEOUT_S)", field="wait")
+    dispatcher().wait(job_id, kind, wait_s)

@@ -1,11 +1,13 @@
-"""Async jobs: POST /v1/jobs (a /v1/systemone body) -> 202 + Location; GET /v1/jobs/<id> -> status and result."""
+"""Async jobs: POST /v1/jobs (a /v1/systemone body) -> 202 + Location; GET /v1/jobs/<id>[?wait=s] -> status and
+result, after waiting up to `wait` seconds for the job to finish."""
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, request
 
-from app.dispatch import dispatcher
+from app.dispatch import dispatcher, wait_if_asked
 from app.payloads import request_payload
+from app.schemas import WaitSchema
 
 bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
 
@@ -25,5 +27,6 @@ def submit():
 
 @bp.get("/<job_id>")
 def fetch(job_id: str):
-    """:raise 404: unknown or expired id."""
+    """:raise 404: unknown or expired id. :raise 422: a bad `wait`."""
+    wait_if_asked(job_id, "job", WaitSchema().load(request.args)["wait"])
     return jsonify(dispatcher().job(job_id))

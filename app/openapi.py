@@ -92,10 +92,18 @@ def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) ->
 
     submit_errors = errors(400, 401, 413, 415, 422, 500, 503)
     id_param = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    wait_param = [
+        {
+            "name": "wait",
+            "in": "query",
+            "description": "seconds to wait for it to finish before answering (at most the sync timeout)",
+            "schema": {"type": "number", "minimum": 0},
+        }
+    ]
     page_params = [
         {"name": n, "in": "query", "schema": {"type": "integer", "minimum": m}}
         for n, m in (("offset", 0), ("limit", 1))
-    ]
+    ] + wait_param
     return {
         "openapi": "3.1.0",
         "info": {
@@ -132,8 +140,8 @@ def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) ->
             "/v1/jobs/{id}": {
                 "get": {
                     "summary": "A job's status, and its result when done",
-                    "parameters": id_param,
-                    "responses": {"200": answer("Job", "status"), **errors(401, 404, 503)},
+                    "parameters": id_param + wait_param,
+                    "responses": {"200": answer("Job", "status"), **errors(401, 404, 422, 503)},
                 }
             },
             "/v1/batches": {

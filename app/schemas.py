@@ -84,8 +84,14 @@ class BatchSchema(Schema):
             raise ValidationError(f"{len(states)} states; at most {self.max_states} per batch")
 
 
-class PageSchema(Schema):
-    """Query of GET /v1/batches/<id>: which slice of the results."""
+class WaitSchema(Schema):
+    """Query of GET /v1/jobs/<id>: how many seconds to wait for the job to finish before answering."""
+
+    wait = fields.Float(load_default=0.0, validate=validate.Range(min=0))
+
+
+class PageSchema(WaitSchema):
+    """Query of GET /v1/batches/<id>: which slice of the results, and how long to wait for the batch to finish."""
 
     offset = fields.Integer(load_default=0, validate=validate.Range(min=0))
     limit = fields.Integer(validate=validate.Range(min=1))

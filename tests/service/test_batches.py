@@ -82,3 +82,14 @@ def test_batch_limits(stack):
     assert r.status_code == 422 and r.json()["field"] == "states.1"
     r = stack.post("/v1/batches", data="x", headers={"Content-Type": "text/csv"})
     assert r.status_code == 415
+
+
+def test_a_fetch_with_wait_answers_once_the_batch_is_done(stack):
+    states = [f"{s} " + "word " * 300 for s in STATES]  # a few seconds of the worker's time
+    batch_id = stack.post("/v1/batches", json={"states": states, "questions": QUESTIONS}).json()["id"]
+    assert stack.get(f"/v1/batches/{batch_id}").json()["status"] in ("queued", "running")
+    body = stack.get(f"/v1/batches/{batch_id}", params={"wait": 30, "limit": 5}).json()
+    assert body["status"] == "done" and body["done"] == len(states) and len(body["results"]) == 5
+    assert body["next"] == f"/v1/batches/{batch_id}?offset=5&limit=5"
+    r = stack.get(f"/v1/batches/{batch_id}", params={"wait": "0.5x"})
+    assert r.status_code == 422 and r.json()["field"] == "wait"

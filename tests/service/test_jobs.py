@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from service.helpers import CHOICE, NOUL, SCORE, Service, request_body
+from worker import contract
 
 PAYLOAD = request_body("The parcel arrived broken; I want my money back.", topic=CHOICE, refund=NOUL, anger=SCORE)
 
@@ -62,3 +63,24 @@ def test_jobs_are_fetchable_after_the_api_restarts(stack, launcher):
 def test_a_batch_id_is_not_a_job(stack):
     batch = stack.post("/v1/batches", json={"states": ["a"], "questions": {"q": NOUL}}).json()
     assert stack.get(f"/v1/jobs/{batch['id']}").status_code == 404
+
+
+def test_a_fetch_with_wait_answers_once_the_job_is_done_behind_a_busy_worker(stack):
+    busy = {"states": ["word " * 400] * 30, "questions": {f"q{i}": NOUL for i in range(4)}}
+    batch = stack.post("/v1/batches", json=busy).json()["id"]  # the worker's next seconds are taken
+    location = stack.post("/v1/jobs", json=PAYLOAD).headers["Location"]
+    assert stack.get(location).json()["status"] in ("queued", "running")  # without wait: at once, not done
+    done = stack.get(location, params={"wait": 30}).json()
+    assert done["status"] == "done" and done["result"] == stack.post("/v1/systemone", json=PAYLOAD).json()
+    assert stack.get(f"/v1/batches/{batch}").json()["status"] == "done"  # the batch ran first
+    assert stack.get(location, params={"wait": 30}).json() == done  # the stored answer stays where it was
+    assert stack.redis().ttl(contract.result_key(done["id"])) > 0  # and expires as before
+
+
+def test_a_bad_wait_is_refused_and_an_unknown_id_does_not_wait(stack):
+    location = stack.post("/v1/jobs", json=PAYLOAD).headers["Location"]
+    for wait in ("-1", "soon", "nan", "3600"):
+        r = stack.get(location, params={"wait": wait})
+        assert r.status_code == 422 and r.json()["field"] == "wait", (wait, r.text)
+    r = stack.get("/v1/jobs/" + "0" * 32, params={"wait": 20})
+    assert r.status_code == 404 and r.elapsed.total_seconds() < 20, r.text  # refused before any wait
