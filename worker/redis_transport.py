@@ -135,7 +135,8 @@ UNACKED_KEY = kombu_redis.Channel.unacked_key
 def execute_after_record(pipe) -> list:
     """Execute a pipeline's commands where Redis runs them after the unacknowledged record of the message
     being run: on the connection that sent the record when its reply is unread (the commands go out
-    without waiting for it), else as the pipeline would. Returns the commands' replies, unparsed."""
+    without waiting for it), else as the pipeline would. Returns the commands' replies, unparsed. The
+    channel's Redis is the pipeline's: the worker's broker and its results are both LAYA_REDIS_URL."""
     if _unread_record is None:
         return pipe.execute()
     commands = [args for args, _options in pipe.command_stack]
