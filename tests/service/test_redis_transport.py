@@ -118,7 +118,7 @@ def test_a_record_redis_refused_is_raised_with_the_answer_and_the_channel_goes_o
     conn, channel, _ = taken_message(private_db, "hello")
     with conn:
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            assert redis_transport.execute_after_record(redis.Redis.from_url(private_db).pipeline().ping()) == [b"PONG"]
+            redis_transport.execute_after_record(db.pipeline().ping())
         assert channel._unread is None
         db.delete("unacked")
         assert channel.basic_get("laya-test-q") is None  # the one message was taken; the channel still answers
