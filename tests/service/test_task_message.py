@@ -45,6 +45,8 @@ def test_a_built_message_is_what_send_task_queues(private_db):
             argsrepr="(payload)",
         ),
     )
+    # a message for another job first: what every message of the task shares is kept from it
+    task_message.encode(celery, contract.TASK_DECIDE, {"other": 1}, task_id="job-0", queue="laya:test-queue")
     built = task_message.encode(
         celery, contract.TASK_DECIDE, PAYLOAD, task_id="job-1", queue="laya:test-queue", headers=headers
     )
