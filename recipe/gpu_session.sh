@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Everything the H200 is needed for, in one call of about 9 minutes, most important first, from the root of a
-# checkout carrying .gpu-site (shared/tools/make-gpu-site.sh .gpu-site --service) and the bundles built on the
-# CPU machine (laya-bundle build bundles/optimized; ... bundles/original --config original; ... bundles/tiny
-# --model tiny):
+# Everything the H200 is needed for, most important first (more than one 10-minute call in all: name the steps
+# of each call), from the root of a checkout carrying .gpu-site (shared/tools/make-gpu-site.sh .gpu-site
+# --service) and the bundles built on the CPU machine (laya-bundle build bundles/optimized; ... bundles/original
+# --config original; ... bundles/tiny --model tiny):
 #   recipe/gpu_session.sh OUT [STEP ...]       (default: every step, in this order)
 # prepare      checkpoints synthesized (seed 0) and the bundles' tables exported for them (recipe/gpu_workdir.py)
 # gpu-tests    tests/gpu: the cuda executor against the fp32 reference, tiny and large checkpoints
@@ -10,6 +10,8 @@
 # compare      recipe.benchmark --compare: ours against laya stock bf16, laya fast and laya-cuda; batch scoring
 # service      recipe/gpu_service.sh: laya-stack with the cuda executor, compare_with_backend, a job, a batch
 # overhead     recipe.http_overhead on a private stack with the cuda executor, beside the bare Celery floor
+# overhead-ab  recipe/overhead_ab.sh: the same, alternating an older tree of the service (LAYA_AB_BASE, default
+#              ab_base/tree: git archive COMMIT app worker laya_common) with this one, twice
 # abba-graphs  recipe.abba, CUDA graphs;   abba-eager: the same without graphs
 # kernels      tests/kernels on the original and optimized bundles
 # profile      recipe.engine_profile: host functions and every launch of the chain
@@ -19,7 +21,7 @@
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n 2,21p "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n 2,22p "$0"; exit 0; }
 out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
@@ -38,12 +40,14 @@ for s in $steps; do
     gpu-tests) step gpu-tests 150 python3 -m pytest -q -p no:cacheprovider -rf tests/gpu ;;
     parity) step parity 240 python3 -m recipe.parity --checkpoint "$ckpt" --bundle "$optimized" --per-class 100 \
               --output "$work/parity" ;;
-    compare) step compare 220 python3 -m recipe.benchmark --checkpoint "$ckpt" --bundle "$optimized" --compare \
+    compare) step compare 400 python3 -m recipe.benchmark --checkpoint "$ckpt" --bundle "$optimized" --compare \
                --output "$work/compare" ;;
     service) step service 120 recipe/gpu_service.sh "$ckpt" "$optimized" "$work/service" ;;
     overhead) LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized step overhead 120 python3 -m recipe.stack \
                 --checkpoint "$ckpt" --logs "$work/overhead/logs" -- python3 -m recipe.http_overhead \
                 --output "$work/overhead" --samples 1000 --per-client 40 ;;
+    overhead-ab) step overhead-ab 420 recipe/overhead_ab.sh "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" \
+                   "$work/overhead-ab" ;;
     abba-graphs) step abba-graphs 110 python3 -m recipe.abba --checkpoint "$ckpt" --optimized "$optimized" \
                    --original "$original" --output "$work/abba-graphs" ;;
     abba-eager) step abba-eager 120 python3 -m recipe.abba --checkpoint "$ckpt" --optimized "$optimized" \
