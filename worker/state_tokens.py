@@ -6,7 +6,8 @@ byte-level BPE tokenizer, a text cut where a non-whitespace character meets whit
 side of the cut, exactly as the whole text does there: no added token, normalizer step, pre-tokenizer split
 or BPE word spans such a boundary. So `state_ids` tokenizes only a character prefix (suffix) that holds
 enough tokens, and `cut_safe` admits only tokenizers whose every part is known to keep that boundary; any
-other tokenizer is tokenized whole, as before.
+other tokenizer is tokenized whole, as before. Where a tokenizer keeps both kinds of boundary, what is
+tokenized is also cut at such boundaries into pieces that one batch call encodes on the tokenizer's threads.
 
 Why each admitted part keeps a boundary at K, where text[K-1] is not whitespace (str.isspace) and text[K] is
 " ", "\\n" or "\\t":
@@ -31,6 +32,13 @@ import re
 
 CHARS_PER_TOKEN = 8  # first window, in characters per needed token: English BPE text runs 3-5; 8 rarely retries
 GROWTH = 4  # a window too short is grown this many times over
+# Pieces for the tokenizer's threads: at least PIECE_CHARS characters each (about 50 tokens of English), at
+# most MAX_PIECES. On the H200 host (16 cores) the benchmark's 512-token states took 0.88-0.93 ms whole and
+# 0.26-0.28 ms so, its 220-token state 0.40 -> 0.21 ms, 1,000 states of 20-300 words 266 -> 208 ms; wider
+# pieces (384-1,024 characters, at most 4 or 8) gained less (recipe.tokenizer_pieces,
+# docs/measurements/tokenizer-pieces-h200-2026-12-04.json). On 2 cores they gain less or lose a little.
+PIECE_CHARS = 256
+MAX_PIECES = 16
 
 _PREFIX_CUT = re.compile(r"\S[ \t\n]")  # re's \S is exactly `not str.isspace()` (checked in the tests)
 _SUFFIX_CUT = re.compile(r"\S ")
@@ -82,13 +90,15 @@ def cut_safe(backend) -> tuple[bool, bool]:
     return True, suffix
 
 
-def state_ids(backend, text: str, need: int, *, from_end: bool, safe: bool) -> list[int]:
+def state_ids(backend, text: str, need: int, *, from_end: bool, safe: bool, split: bool = False) -> list[int]:
     """Ids of `text` (no special tokens added) of which at least the first `need` (from_end: the last `need`)
     equal the whole text's; the whole text's ids when `safe` is False or the text is short.
 
-    `safe` is `cut_safe(backend)`'s answer for the direction asked. A cut piece is kept once it holds `need`
-    ids: they are the whole text's first (last) ids, and the part cut off adds at least one more. A lone
-    surrogate anywhere in `text` raises tokenizers' TypeError, as tokenizing the whole text does."""
+    `safe` is `cut_safe(backend)`'s answer for the direction asked, `split` its answer for suffixes (which
+    implies prefixes): whether what is tokenized may be cut into pieces (`split_ids`). A cut piece is kept
+    once it holds `need` ids: they are the whole text's first (last) ids, and the part cut off adds at least
+    one more. A lone surrogate anywhere in `text` raises tokenizers' TypeError, as tokenizing the whole text
+    does."""
     if safe and need > 0:
         span = need * CHARS_PER_TOKEN
         while span < len(text):
@@ -96,7 +106,7 @@ def state_ids(backend, text: str, need: int, *, from_end: bool, safe: bool) -> l
                 match = _SUFFIX_CUT.search(text, len(text) - span - 1)
                 if match is not None:  # else no cut in the last `span` characters: a longer window
                     cut = match.start() + 1
-                    ids = _encode(backend, text[cut:])
+                    ids = split_ids(backend, text[cut:], split)
                     if len(ids) >= need:
                         return _checked(backend, text, ids)
                 span *= GROWTH
@@ -105,15 +115,35 @@ def state_ids(backend, text: str, need: int, *, from_end: bool, safe: bool) -> l
                 if match is None:
                     break  # no cut at or after `span`: the whole text
                 cut = match.start() + 1
-                ids = _encode(backend, text[:cut])
+                ids = split_ids(backend, text[:cut], split)
                 if len(ids) >= need:
                     return _checked(backend, text, ids)
                 span = cut * GROWTH
-    return _encode(backend, text)
+    return split_ids(backend, text, split)
 
 
-def _encode(backend, text: str) -> list[int]:
-    return backend.encode_batch_fast([text], add_special_tokens=False)[0].ids
+def split_ids(backend, text: str, split: bool) -> list[int]:
+    """The whole of `text`'s ids; with `split`, from the pieces `pieces(text)` encoded in one batch call, which
+    tokenizers spreads over its threads. Every cut is before a " " that follows a non-whitespace character, a
+    boundary that a tokenizer admitted for suffixes keeps on both sides (the module's docstring)."""
+    chunks = pieces(text) if split else [text]
+    return [i for encoding in backend.encode_batch_fast(chunks, add_special_tokens=False) for i in encoding.ids]
+
+
+def pieces(text: str) -> list[str]:
+    """`text` cut before " " after a non-whitespace character into at most MAX_PIECES pieces, each but the
+    last at least PIECE_CHARS long (the last may be shorter); the pieces join to `text`."""
+    n = min(MAX_PIECES, len(text) // PIECE_CHARS)
+    chunks, start = [], 0
+    for _ in range(n - 1):
+        match = _SUFFIX_CUT.search(text, start + max(PIECE_CHARS, (len(text) - start) // n) - 1)
+        if match is None:
+            break
+        cut = match.start() + 1
+        chunks.append(text[start:cut])
+        start, n = cut, n - 1
+    chunks.append(text[start:])
+    return chunks
 
 
 def _checked(backend, text: str, ids: list[int]) -> list[int]:
@@ -122,5 +152,5 @@ def _checked(backend, text: str, ids: list[int]) -> list[int]:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            return _encode(backend, text)  # raises TypeError as the whole text's tokenization does
+            return split_ids(backend, text, False)  # raises TypeError as the whole text's tokenization does
     return ids

@@ -9,6 +9,7 @@ code points.
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import sys
@@ -65,10 +66,11 @@ def full_ids(backend, text: str) -> list[int]:
 
 
 def check(backend, text: str, need: int, from_end: bool, full: list[int] | None = None, gate=None) -> bool:
-    """The contract (and more: the ids are a prefix/suffix of the whole text's); whether a cut was made."""
+    """The contract (and more: the ids are a prefix/suffix of the whole text's), with what is tokenized cut into
+    pieces where the tokenizer allows it, as `Tokenizer.encode_state` asks; whether a cut was made."""
     prefix_ok, suffix_ok = gate or cut_safe(backend)
     full = full_ids(backend, text) if full is None else full
-    ids = state_ids(backend, text, need, from_end=from_end, safe=suffix_ok if from_end else prefix_ok)
+    ids = state_ids(backend, text, need, from_end=from_end, safe=suffix_ok if from_end else prefix_ok, split=suffix_ok)
     assert len(ids) <= len(full)
     if from_end:
         assert ids[-need:] == full[-need:]
@@ -205,6 +207,30 @@ def test_a_long_state_is_cut(synth_path):
     for from_end in (False, True):
         ids = state_ids(tok, text, 512, from_end=from_end, safe=True)
         assert 512 <= len(ids) < len(full) // 4
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(text=st.text(st.sampled_from("ab. \t\n\u00a0"), max_size=3_000))
+def test_pieces_join_to_the_text_and_cut_before_a_space_after_a_word(text):
+    chunks = state_tokens.pieces(text)
+    assert "".join(chunks) == text
+    assert len(chunks) <= state_tokens.MAX_PIECES
+    assert all(len(c) >= state_tokens.PIECE_CHARS for c in chunks[:-1])
+    for before, after in itertools.pairwise(chunks):
+        assert after.startswith(" ") and not before[-1].isspace()
+
+
+@pytest.mark.parametrize("piece_chars", [1, 16, 256])
+def test_ids_of_pieces_are_the_whole_texts(admitted, monkeypatch, piece_chars):
+    """Cut before every eligible space or at wide intervals: the pieces' ids, joined, are the whole text's
+    wherever the tokenizer keeps suffix cuts (and the pieces are not made where it does not)."""
+    monkeypatch.setattr(state_tokens, "PIECE_CHARS", piece_chars)
+    monkeypatch.setattr(state_tokens, "MAX_PIECES", 10_000)
+    split = cut_safe(admitted)[1]
+    rng = random.Random(piece_chars)
+    for n in (10, 300, 3_000):
+        text = random_text(rng, n)
+        assert state_tokens.split_ids(admitted, text, split) == full_ids(admitted, text)
 
 
 def test_a_lone_surrogate_raises_as_the_whole_text_does(synth_path):
