@@ -15,14 +15,15 @@
 # abba-graphs  recipe.abba, CUDA graphs;   abba-eager: the same without graphs
 # kernels      tests/kernels on the original and optimized bundles
 # profile      recipe.engine_profile: host functions and every launch of the chain
-# tokenizer    recipe.tokenizer_pieces: a long state tokenized whole against in pieces on the tokenizer's threads
+# tokenizer    recipe.tokenizer_pieces: a long state tokenized whole against in pieces on the tokenizer's threads,
+#              alone and end to end (Engine.decide, decide_in_windows)
 # routes       recipe.gemm_routes: each GEMM on the bundle's kernel against cuBLAS
 # sweep        recipe.tile_sweep: the candidate bundles in bundles/sweep timed beside bundles/optimized, and
 #              their GEMM kernel tests (carry bundles/sweep, built by `python -m recipe.tile_sweep build`)
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n 2,23p "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n 2,24p "$0"; exit 0; }
 out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
@@ -55,7 +56,8 @@ for s in $steps; do
                   --original "$original" --output "$work/abba-eager" --eager ;;
     profile) step profile 90 python3 -m recipe.engine_profile --checkpoint "$ckpt" --bundle "$optimized" \
                --output "$work/profile" ;;
-    tokenizer) step tokenizer 90 python3 -m recipe.tokenizer_pieces --checkpoint "$ckpt" --output "$work/tokenizer" ;;
+    tokenizer) step tokenizer 200 python3 -m recipe.tokenizer_pieces --checkpoint "$ckpt" --output "$work/tokenizer" \
+                 --bundle "$optimized" --rounds 3 ;;
     routes) step routes 90 python3 -m recipe.gemm_routes --bundle bundles/optimized --output "$work/routes" ;;
     sweep) step sweep 240 python3 -m recipe.tile_sweep time bundles/sweep --baseline bundles/optimized \
              --output "$work/sweep"
