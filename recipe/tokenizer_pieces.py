@@ -4,14 +4,12 @@
 
 For each state of the benchmark's inputs (recipe.bench_inputs.INPUTS: ms per `state_ids` call, need 512, 200
 calls after 30 warm-ups) and for its 1,000 batch states (ms for all of them), every variant in turn, several
-rounds: whole (one piece) and pieces of at least PIECE_CHARS characters, at most MAX_PIECES, as in a batch (the
-threads awake: LONE_PIECES_FROM does not apply). Every variant's ids are checked equal to the whole text's
-first. Prints the medians; writes OUT/tokenizer_pieces.json.
+rounds: whole (one piece) and pieces of at least PIECE_CHARS characters, at most MAX_PIECES. Every variant's
+ids are checked equal to the whole text's first. Prints the medians; writes OUT/tokenizer_pieces.json.
 
 With --bundle (a GPU), the same variants end to end: `Engine.decide` on each input (engine time, 100 calls a
 round) and `Engine.decide_in_windows` on the 1,000 batch states (states/s), the cuda executor with CUDA graphs,
-where the tokenizer's threads sleep between requests as they do in a worker: whole, pieces for every text, and
-pieces for a lone request's text only from LONE_PIECES_FROM characters; written to OUT/engine.json.
+where the tokenizer's threads sleep between requests as they do in a worker; written to OUT/engine.json.
 """
 
 from __future__ import annotations
@@ -35,12 +33,7 @@ VARIANTS = {
     "split 1024/8": (1024, 8),
     "split 384/4": (384, 4),
 }
-# name -> (PIECE_CHARS, MAX_PIECES, LONE_PIECES_FROM)
-ENGINE_VARIANTS = {
-    "whole": (1 << 30, 1, 0),
-    "split 256/16": (256, 16, 0),
-    f"split 256/16 alone from {state_tokens.LONE_PIECES_FROM}": (256, 16, state_tokens.LONE_PIECES_FROM),
-}
+ENGINE_VARIANTS = {"whole": (1 << 30, 1), "split 256/16": (256, 16), "split 512/16": (512, 16)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     def ids(text: str, variant: tuple[int, int] | None) -> list[int]:
         if variant is not None:
             state_tokens.PIECE_CHARS, state_tokens.MAX_PIECES = variant
-        split = variant is not None
-        return state_tokens.state_ids(backend, text, 512, from_end=False, safe=prefix_safe, split=split, in_batch=True)
+        return state_tokens.state_ids(backend, text, 512, from_end=False, safe=prefix_safe, split=variant is not None)
 
     texts = {name: payload["state"] for name, payload in INPUTS.items()}
     batch = batch_states()
@@ -110,8 +102,8 @@ def engine_ab(checkpoint: Path, bundle: Path, rounds: int) -> dict:
     window = ENV["batch_chunk"].default
     samples = {name: {v: [] for v in ENGINE_VARIANTS} for name in [*INPUTS, "decide_in_windows states/s"]}
     for _ in range(rounds):
-        for variant, settings in ENGINE_VARIANTS.items():
-            state_tokens.PIECE_CHARS, state_tokens.MAX_PIECES, state_tokens.LONE_PIECES_FROM = settings
+        for variant, (piece_chars, max_pieces) in ENGINE_VARIANTS.items():
+            state_tokens.PIECE_CHARS, state_tokens.MAX_PIECES = piece_chars, max_pieces
             for name, payload in INPUTS.items():
                 for _ in range(10):
                     engine.decide(payload)

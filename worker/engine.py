@@ -155,7 +155,7 @@ class Engine:
         into = _Window() if into is None else into
         for i in indices:
             try:
-                into.prepared.append((i, self.prepare(payloads[i], in_batch=True)))
+                into.prepared.append((i, self.prepare(payloads[i])))
             except RequestError as e:
                 into.results[i] = e.to_dict()
         return into
@@ -177,16 +177,15 @@ class Engine:
         for (i, _), response in zip(group, self._decode([p for _, p in group], pending), strict=True):
             results[i] = response
 
-    def prepare(self, payload: dict, *, in_batch: bool = False) -> Prepared:
+    def prepare(self, payload: dict) -> Prepared:
         """Validate a payload and build its rows: as much of the state as a row can hold in one tokenizer call,
-        every question's texts in another (or from the tokenizer's cache of recent texts). `in_batch`: one of
-        many payloads prepared back to back (`Tokenizer.encode_state`)."""
+        every question's texts in another (or from the tokenizer's cache of recent texts)."""
         state, raw_questions = parse_payload(payload, self.model_name)
         questions = parse_questions(raw_questions)
         if not questions:
             return Prepared([], [])
         tok, cfg = self.tokenizer, self.config
-        state_ids = encode_state(tok, state, cfg.max_len, in_batch=in_batch)
+        state_ids = encode_state(tok, state, cfg.max_len)
         per_question = [row_texts(tok, q) for q in questions]
         encoded, at, rows = encode_texts(tok, [t for texts in per_question for t in texts], cached=True), 0, []
         for question, texts in zip(questions, per_question, strict=True):

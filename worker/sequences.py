@@ -176,12 +176,11 @@ def row_texts(tok: Tokenizer, question: Question) -> list[tuple[str, str]]:
     return [head] + [(" " + tok.scrub(text), field + ".criteria") for text in question.options]
 
 
-def encode_state(tok: Tokenizer, state: object, need: int, *, in_batch: bool = False) -> list[int]:
+def encode_state(tok: Tokenizer, state: object, need: int) -> list[int]:
     """The state's ids, of which the `need` a row can hold (the first; a conversation's last) are the whole
-    state's; RequestError naming the state when it cannot be tokenized. `in_batch`: `Tokenizer.encode_state`."""
+    state's; RequestError naming the state when it cannot be tokenized."""
     try:
-        text = tok.scrub(serialize_state(state))
-        return tok.encode_state(text, need, from_end=is_conversation(state), in_batch=in_batch)
+        return tok.encode_state(tok.scrub(serialize_state(state)), need, from_end=is_conversation(state))
     except UnencodableText as e:
         raise RequestError(str(e), field="state") from None
 

@@ -33,16 +33,12 @@ import re
 CHARS_PER_TOKEN = 8  # first window, in characters per needed token: English BPE text runs 3-5; 8 rarely retries
 GROWTH = 4  # a window too short is grown this many times over
 # Pieces for the tokenizer's threads: at least PIECE_CHARS characters each (about 50 tokens of English), at
-# most MAX_PIECES; a lone request's text only from LONE_PIECES_FROM characters. In a batch the threads are
-# awake (states are prepared back to back); between lone requests they sleep, and waking them costs more than
-# pieces save on a short text. H200 host (16 cores), tokenizing alone in a loop: 512-token states (about
-# 4,100 characters) 0.98-1.09 -> 0.24-0.25 ms, 1,417 characters 0.33 -> 0.19; wider pieces gained less
-# (docs/measurements/tokenizer-pieces-h200-2026-12-04.json). End to end (`Engine.decide`, the same run's
-# engine.json): 5x512 6.54 -> 6.11 ms and 16x512 16.02 -> 15.88, but 1x416 (1,417 characters) 2.39 -> 2.56 and
-# 3x183 (694) 2.51 -> 2.72; `decide_in_windows` 938 -> 993 states/s. On 2 cores they gain less or lose a little.
+# most MAX_PIECES. On the H200 host (16 cores) the benchmark's 512-token states took 0.88-0.93 ms whole and
+# 0.26-0.28 ms so, its 220-token state 0.40 -> 0.21 ms, 1,000 states of 20-300 words 266 -> 208 ms; wider
+# pieces (384-1,024 characters, at most 4 or 8) gained less (recipe.tokenizer_pieces,
+# docs/measurements/tokenizer-pieces-h200-2026-12-04.json). On 2 cores they gain less or lose a little.
 PIECE_CHARS = 256
 MAX_PIECES = 16
-LONE_PIECES_FROM = 2048
 
 _PREFIX_CUT = re.compile(r"\S[ \t\n]")  # re's \S is exactly `not str.isspace()` (checked in the tests)
 _SUFFIX_CUT = re.compile(r"\S ")
@@ -94,15 +90,12 @@ def cut_safe(backend) -> tuple[bool, bool]:
     return True, suffix
 
 
-def state_ids(
-    backend, text: str, need: int, *, from_end: bool, safe: bool, split: bool = False, in_batch: bool = False
-) -> list[int]:
+def state_ids(backend, text: str, need: int, *, from_end: bool, safe: bool, split: bool = False) -> list[int]:
     """Ids of `text` (no special tokens added) of which at least the first `need` (from_end: the last `need`)
     equal the whole text's; the whole text's ids when `safe` is False or the text is short.
 
     `safe` is `cut_safe(backend)`'s answer for the direction asked, `split` its answer for suffixes (which
-    implies prefixes): whether what is tokenized may be cut into pieces (`split_ids`); `in_batch`: the text is
-    prepared back to back with others, so pieces pay from a shorter text (LONE_PIECES_FROM). A cut piece is kept
+    implies prefixes): whether what is tokenized may be cut into pieces (`split_ids`). A cut piece is kept
     once it holds `need` ids: they are the whole text's first (last) ids, and the part cut off adds at least
     one more. A lone surrogate anywhere in `text` raises tokenizers' TypeError, as tokenizing the whole text
     does."""
@@ -113,7 +106,7 @@ def state_ids(
                 match = _SUFFIX_CUT.search(text, len(text) - span - 1)
                 if match is not None:  # else no cut in the last `span` characters: a longer window
                     cut = match.start() + 1
-                    ids = split_ids(backend, text[cut:], split, in_batch)
+                    ids = split_ids(backend, text[cut:], split)
                     if len(ids) >= need:
                         return _checked(backend, text, ids)
                 span *= GROWTH
@@ -122,19 +115,17 @@ def state_ids(
                 if match is None:
                     break  # no cut at or after `span`: the whole text
                 cut = match.start() + 1
-                ids = split_ids(backend, text[:cut], split, in_batch)
+                ids = split_ids(backend, text[:cut], split)
                 if len(ids) >= need:
                     return _checked(backend, text, ids)
                 span = cut * GROWTH
-    return split_ids(backend, text, split, in_batch)
+    return split_ids(backend, text, split)
 
 
-def split_ids(backend, text: str, split: bool, in_batch: bool = False) -> list[int]:
+def split_ids(backend, text: str, split: bool) -> list[int]:
     """The whole of `text`'s ids; with `split`, from the pieces `pieces(text)` encoded in one batch call, which
-    tokenizers spreads over its threads (unless `text` is shorter than LONE_PIECES_FROM and not `in_batch`).
-    Every cut is before a " " that follows a non-whitespace character, a boundary that a tokenizer admitted for
-    suffixes keeps on both sides (the module's docstring)."""
-    split = split and (in_batch or len(text) >= LONE_PIECES_FROM)
+    tokenizers spreads over its threads. Every cut is before a " " that follows a non-whitespace character, a
+    boundary that a tokenizer admitted for suffixes keeps on both sides (the module's docstring)."""
     chunks = pieces(text) if split else [text]
     return [i for encoding in backend.encode_batch_fast(chunks, add_special_tokens=False) for i in encoding.ids]
 

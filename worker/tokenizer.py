@@ -60,21 +60,14 @@ class Tokenizer:
         except TypeError:
             raise UnencodableText(LONE_SURROGATE) from None
 
-    def encode_state(self, text: str, need: int, *, from_end: bool, in_batch: bool = False) -> list[int]:
+    def encode_state(self, text: str, need: int, *, from_end: bool) -> list[int]:
         """Ids of `text` whose first `need` (from_end: last `need`) are the whole text's, tokenizing only as much
         of a long text as that takes where this tokenizer allows (`worker.state_tokens`); UnencodableText as
         `encode`. The list may be shorter than the whole text's: a row keeps at most `need` of it. A long text is
-        tokenized in pieces on the tokenizer's threads where that is exact; `in_batch`: prepared back to back with
-        other states, when those threads are awake (a shorter text pays)."""
+        tokenized in pieces on the tokenizer's threads where that is exact."""
         try:
             return state_ids(
-                self._backend,
-                text,
-                need,
-                from_end=from_end,
-                safe=self._cut_safe[from_end],
-                split=self._cut_safe[1],
-                in_batch=in_batch,
+                self._backend, text, need, from_end=from_end, safe=self._cut_safe[from_end], split=self._cut_safe[1]
             )
         except TypeError:
             raise UnencodableText(LONE_SURROGATE) from None

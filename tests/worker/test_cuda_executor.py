@@ -259,10 +259,9 @@ def test_windows_answer_in_order_and_the_next_window_is_prepared_while_passes_ru
         events.append("launch")
         return launch(batch)
 
-    def preparing(payload, *, in_batch=False):
-        assert in_batch  # the states of a window are prepared back to back (Tokenizer.encode_state)
+    def preparing(payload):
         events.append(f"prepare {payloads.index(payload)}")
-        return prepare(payload, in_batch=in_batch)
+        return prepare(payload)
 
     monkeypatch.setattr(engine.executor, "launch", launching)
     monkeypatch.setattr(engine, "prepare", preparing)

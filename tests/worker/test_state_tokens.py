@@ -67,11 +67,10 @@ def full_ids(backend, text: str) -> list[int]:
 
 def check(backend, text: str, need: int, from_end: bool, full: list[int] | None = None, gate=None) -> bool:
     """The contract (and more: the ids are a prefix/suffix of the whole text's), with what is tokenized cut into
-    pieces where the tokenizer allows it, as `Tokenizer.encode_state` asks in a batch; whether a cut was made."""
+    pieces where the tokenizer allows it, as `Tokenizer.encode_state` asks; whether a cut was made."""
     prefix_ok, suffix_ok = gate or cut_safe(backend)
     full = full_ids(backend, text) if full is None else full
-    safe = suffix_ok if from_end else prefix_ok
-    ids = state_ids(backend, text, need, from_end=from_end, safe=safe, split=suffix_ok, in_batch=True)
+    ids = state_ids(backend, text, need, from_end=from_end, safe=suffix_ok if from_end else prefix_ok, split=suffix_ok)
     assert len(ids) <= len(full)
     if from_end:
         assert ids[-need:] == full[-need:]
@@ -231,33 +230,7 @@ def test_ids_of_pieces_are_the_whole_texts(admitted, monkeypatch, piece_chars):
     rng = random.Random(piece_chars)
     for n in (10, 300, 3_000):
         text = random_text(rng, n)
-        assert state_tokens.split_ids(admitted, text, split, in_batch=True) == full_ids(admitted, text)
-
-
-class _CountingBackend:
-    """A tokenizers.Tokenizer that records how many pieces each batch call was given."""
-
-    def __init__(self, backend) -> None:
-        self.backend, self.calls = backend, []
-
-    def encode_batch_fast(self, texts, **kwargs):
-        self.calls.append(len(texts))
-        return self.backend.encode_batch_fast(texts, **kwargs)
-
-
-def test_a_lone_text_is_cut_into_pieces_only_from_lone_pieces_from_characters(synth_path):
-    """In a batch every text of two pieces' length is cut; alone, only one of LONE_PIECES_FROM characters."""
-    backend = Tokenizer.from_file(synth_path)
-    assert cut_safe(backend)[1]
-    counting = _CountingBackend(backend)
-    short = random_text(random.Random(1), 2_000)[: state_tokens.LONE_PIECES_FROM - 1]
-    long = random_text(random.Random(2), 2_000)[: state_tokens.LONE_PIECES_FROM]
-    assert len(long) == state_tokens.LONE_PIECES_FROM
-    for text, in_batch in ((short, False), (short, True), (long, False), (long, True)):
-        assert state_tokens.split_ids(counting, text, True, in_batch) == full_ids(backend, text)
-    assert counting.calls[0] == 1
-    assert counting.calls[1:] == [len(state_tokens.pieces(short)), *[len(state_tokens.pieces(long))] * 2]
-    assert min(counting.calls[1:]) > 1
+        assert state_tokens.split_ids(admitted, text, split) == full_ids(admitted, text)
 
 
 def test_a_lone_surrogate_raises_as_the_whole_text_does(synth_path):
