@@ -74,13 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             for text in batch:
                 ids(text, variant)
             samples["1000 batch states"][name].append((time.perf_counter() - t0) * 1e3)
-    report = {
-        "cpus": os.cpu_count(),
-        "medians_ms": {t: {v: statistics.median(s) for v, s in by.items()} for t, by in samples.items()},
-        "rounds_ms": samples,
-    }
-    for t, by in report["medians_ms"].items():
-        print(f"{t:22s}", "  ".join(f"{v} {ms:.3f}" for v, ms in by.items()))
+    report = {"cpus": os.cpu_count(), "medians_ms": medians(samples), "rounds_ms": samples}
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / "tokenizer_pieces.json").write_text(json.dumps(report, indent=1) + "\n")
     if args.bundle is not None:
@@ -115,10 +109,15 @@ def engine_ab(checkpoint: Path, bundle: Path, rounds: int) -> dict:
             for _ in engine.decide_in_windows(payloads, window):
                 pass
             samples["decide_in_windows states/s"][variant].append(len(payloads) / (time.perf_counter() - t0))
-    medians = {name: {v: statistics.median(s) for v, s in by.items()} for name, by in samples.items()}
-    for name, by in medians.items():
+    return {"medians": medians(samples), "samples": samples}
+
+
+def medians(samples: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """Per measured thing, each variant's median; printed one line per thing."""
+    found = {name: {v: statistics.median(s) for v, s in by.items()} for name, by in samples.items()}
+    for name, by in found.items():
         print(f"{name:28s}", "  ".join(f"{v} {x:.3f}" for v, x in by.items()))
-    return {"medians": medians, "samples": samples}
+    return found
 
 
 if __name__ == "__main__":
