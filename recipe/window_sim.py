@@ -11,14 +11,15 @@ trip (simulated: APPEND_MS). This machine's Python runs about 2.5x faster than t
 `--speed 2.5` keeps the H200's ratio of host time to GPU time per state. Writes OUT/window_sim.json:
 per run the wall time, the simulated GPU's busy time and its share.
 
-`LAYA_EXECUTOR=recipe.window_sim:make` runs a whole service on the simulated GPU (speed 1), e.g. under
-`recipe.stack` with `recipe.batch_throughput`.
+`LAYA_EXECUTOR=recipe.window_sim:make` runs a whole service on the simulated GPU (speed `LAYA_SIM_SPEED`,
+default 1), e.g. under `recipe.stack` with `recipe.batch_throughput`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ class SimulatedGPU:
     """An executor (with `launch`) whose passes finish on a simulated GPU's clock; answers are all equal."""
 
     name = "simulated"
+    passes_in_flight = 2  # as the cuda executor
 
     def __init__(self, max_len: int, speed: float) -> None:
         self.admits = Admits(max_rows=16, max_tokens=max_len, token_step=16)  # the cuda executor's buckets
@@ -110,8 +112,8 @@ def main(*, checkpoint: Path, output: Path, speed: float, windows: list[int]) ->
 
 
 def make(cfg, weights, *, checkpoint, options):
-    """`LAYA_EXECUTOR`-style factory: the simulated GPU at speed 1 (main sets the speed)."""
-    return SimulatedGPU(cfg.max_len, 1.0)
+    """`LAYA_EXECUTOR`-style factory: the simulated GPU at speed $LAYA_SIM_SPEED (default 1; main sets its own)."""
+    return SimulatedGPU(cfg.max_len, float(os.environ.get("LAYA_SIM_SPEED", "1")))
 
 
 def parser() -> argparse.ArgumentParser:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,47 +111,49 @@ class Engine:
 
         Rows of a window's payloads share forward passes. An executor that pads rows to token buckets gets
         them ordered by their longest row, so that a pass pads little; one that keeps exact widths (the
-        reference) gets them in input order. Each pass is launched before the one before it is decoded,
-        and the next window's payloads are prepared between the launches: an executor that launches
-        asynchronously (cuda) runs a pass while the host decodes the one before and prepares what follows.
+        reference) gets them in input order. An executor that launches asynchronously (cuda) is kept
+        holding as many passes as it can (`passes_in_flight`): a pass is read only when the next one needs
+        its place, and the next window's payloads are prepared between the launches, so the GPU runs while
+        the host decodes, prepares what follows, and the caller stores a window's results.
         """
         return self._decide_windows(payloads, _window_bounds(len(payloads), max(1, window)))
 
     def _decide_windows(self, payloads: list[dict], bounds: list[tuple[int, int]]) -> Iterator[tuple[int, list[dict]]]:
-        # A window is yielded once its last pass is read, which is after the next window's first pass is
-        # launched: the GPU runs while the caller stores a window's results. A pass still in flight when the
-        # caller stops (or an error ends the loop) is waited for, so that the executor is free for the next.
+        # As many passes as the executor holds stay launched while the host works: the oldest is read only when
+        # the next pass needs its place, so the GPU still has a pass queued while the host decodes, prepares
+        # and (between windows) the caller stores a window's results. A window is yielded once its last pass
+        # is read. Passes still in flight when the caller stops (or an error ends the loop) are waited for,
+        # so that the executor is free for the next request.
         if not bounds or bounds[0][0] == bounds[0][1]:
             return
         by_length = self.executor.admits.token_step > 1
+        depth = max(1, getattr(self.executor, "passes_in_flight", 1))
         upcoming = self._prepare_window(payloads, range(*bounds[0]))
-        in_flight = None  # (group, pending pass, its window's results)
-        ready = None  # a window every pass of which is launched, the last one perhaps still in flight
+        in_flight: deque[tuple[list[tuple[int, Prepared]], Pending | None, _Window]] = deque()
+        unread: deque[_Window] = deque()  # windows with passes not yet read, in input order
         try:
             for k, (start, end) in enumerate(bounds):
                 current, upcoming = upcoming, _Window()
                 current.bounds = (start, end)
                 groups = list(self._passes(current.ordered(by_length=by_length)))
+                current.unread = len(groups)
+                unread.append(current)
                 following = range(*bounds[k + 1]) if k + 1 < len(bounds) else range(0)
-                for g, piece in enumerate(_split(following, max(1, len(groups)))):
-                    launched = None
+                for g, piece in enumerate(_split(following, [_tokens(group) for group in groups] or [1])):
                     if g < len(groups):
-                        launched = (groups[g], self._launch([p for _, p in groups[g]]), current.results)
-                    previous, in_flight = in_flight, launched
-                    if previous is not None:
-                        self._finish(*previous)
-                    if ready is not None:
-                        yield ready.answers()
-                        ready = None
+                        if len(in_flight) == depth:
+                            self._finish(*in_flight.popleft())
+                        in_flight.append((groups[g], self._launch([p for _, p in groups[g]]), current))
+                    while unread and unread[0].unread == 0:
+                        yield unread.popleft().answers()
                     self._prepare_window(payloads, piece, into=upcoming)
-                ready = current
-            previous, in_flight = in_flight, None
-            if previous is not None:
-                self._finish(*previous)
-            yield ready.answers()
+            while in_flight:
+                self._finish(*in_flight.popleft())
+            while unread:
+                yield unread.popleft().answers()
         finally:
-            if in_flight is not None:
-                _drain(in_flight[1])
+            for _, pending, _ in in_flight:
+                _drain(pending)
 
     def _prepare_window(self, payloads: list[dict], indices: range, into: _Window | None = None) -> _Window:
         into = _Window() if into is None else into
@@ -173,9 +177,10 @@ class Engine:
         if group:
             yield group
 
-    def _finish(self, group: list[tuple[int, Prepared]], pending: Pending | None, results: dict[int, dict]) -> None:
+    def _finish(self, group: list[tuple[int, Prepared]], pending: Pending | None, window: _Window) -> None:
         for (i, _), response in zip(group, self._decode([p for _, p in group], pending), strict=True):
-            results[i] = response
+            window.results[i] = response
+        window.unread -= 1
 
     def prepare(self, payload: dict) -> Prepared:
         """Validate a payload and build its rows: as much of the state as a row can hold in one tokenizer call,
@@ -258,6 +263,7 @@ class _Window:
         self.prepared: list[tuple[int, Prepared]] = []
         self.results: dict[int, dict] = {}
         self.bounds = (0, 0)  # (start, end) in the payloads
+        self.unread = 0  # passes launched or to launch whose outputs are not read yet
 
     def answers(self) -> tuple[int, list[dict]]:
         """(start, every payload's answer or error body, in input order)."""
@@ -290,10 +296,21 @@ def _drain(pending: Pending | None) -> None:
             pending.result()
 
 
-def _split(indices: range, n: int) -> list[range]:
-    """`indices` in `n` consecutive pieces of near-equal length."""
-    size = len(indices)
-    return [indices[k * size // n : (k + 1) * size // n] for k in range(n)]
+def _split(indices: range, weights: list[int]) -> list[range]:
+    """`indices` in consecutive pieces, one per weight, each about as long as its share of the weights' sum."""
+    weights = weights if sum(weights) > 0 else [1] * len(weights)
+    size, total, cuts, running = len(indices), sum(weights), [0], 0
+    for weight in weights:
+        running += weight
+        cuts.append(running * size // total)
+    return [indices[a:b] for a, b in itertools.pairwise(cuts)]
+
+
+def _tokens(group: list[tuple[int, Prepared]]) -> int:
+    """The tokens of a pass over `group`'s rows, padded to its longest (what sets the pass's GPU time): the
+    next window is prepared in pieces of this share, so the host prepares less during a short pass."""
+    rows = [row for _, prepared in group for row in prepared.rows]
+    return len(rows) * max((len(row.ids) for row in rows), default=0)
 
 
 class Prepared:

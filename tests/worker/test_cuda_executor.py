@@ -19,7 +19,7 @@ from worker.checkpoint import load_weights
 from worker.contract import ExecutorError
 from worker.engine import Engine
 from worker.executors import ExecutorOptions, make_executor
-from worker.executors.cuda import BundleRefused, CudaExecutor
+from worker.executors.cuda import PASSES_IN_FLIGHT, BundleRefused, CudaExecutor
 from worker.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, ROUTES, TILELANG, GemmRoutes
 from worker.sequences import Row
 
@@ -289,9 +289,9 @@ def test_a_window_is_handed_over_while_the_next_runs_and_a_caller_may_stop_at_an
     monkeypatch.setattr(engine.executor, "launch", recording)
     windows = engine.decide_in_windows(payloads, 16)
     next(windows)
-    # the next window's first pass runs while the caller has this one: launched, its result not yet read
-    assert events[-2:] == ["launch", "result"] and events.count("launch") == events.count("result") + 1
-    del windows  # a caller that stops there: the pass in flight is waited for, not left holding the executor
+    # while the caller has this window the executor holds two passes of the next ones: launched, not yet read
+    assert events[-1] == "launch" and events.count("launch") == events.count("result") + PASSES_IN_FLIGHT
+    del windows  # a caller that stops there: the passes in flight are waited for, not left holding the executor
     assert events[-1] == "result" and events.count("launch") == events.count("result")
     for stop in range(4):  # stopping after any window leaves the executor whole: everything answers again
         for _ in itertools.islice(engine.decide_in_windows(payloads, 16), stop):

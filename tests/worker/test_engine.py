@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from worker.contract import ExecutorError, RequestError
-from worker.engine import Engine
+from worker.engine import Engine, _split
 
 NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
 CHOICE = {"type": "choice", "instructions": "Which topic?", "criteria": ["billing", "shipping", "login", "other"]}
@@ -157,6 +157,14 @@ def test_decide_many_packs_rows_into_few_forward_passes(engine, monkeypatch):
     engine.decide_many([payload(q=NOUL, r=NOUL, s=NOUL) for _ in range(10)])
     assert passes == [15, 15]
     assert max(passes) <= engine.executor.admits.max_rows
+
+
+def test_the_next_window_is_prepared_in_pieces_as_long_as_each_pass_runs():
+    # a pass's share of the next window follows its padded tokens (its GPU time): less during a short pass
+    assert _split(range(10), [100, 300, 100]) == [range(0, 2), range(2, 8), range(8, 10)]
+    assert _split(range(3), [0, 0]) == [range(0, 1), range(1, 3)]  # passes without rows: equal shares
+    pieces = _split(range(7), [5, 1, 9, 2])
+    assert len(pieces) == 4 and [i for piece in pieces for i in piece] == list(range(7))
 
 
 def test_an_executor_failure_is_an_executor_error(engine, monkeypatch):

@@ -5,8 +5,10 @@
         admits: Admits          # what one forward pass takes; the engine's limits come from it
         def forward(self, batch: Batch) -> Outputs: ...
         def describe(self) -> dict: ...
-        # optional: start a pass and return at once; .result() waits for its Outputs (the cuda executor)
+        # optional: start a pass and return at once; .result() waits for its Outputs (the cuda executor),
+        # and how many launched passes it holds before one must be read (default 1)
         def launch(self, batch: Batch) -> Pending: ...
+        passes_in_flight: int
 
 `make_executor` builds one by name; "auto" takes the cuda executor when a Hopper GPU and a bundle that
 verifies against the checkpoint are both present, and says why it chose what it chose. A name

@@ -232,7 +232,7 @@ def cublas_accumulate(A: Tensor, W: Tensor, X: Tensor):
     return lambda: torch.addmm(X, A, Wt, out_dtype=torch.float32, out=X)
 
 
-PASSES_IN_FLIGHT = 2  # one on the GPU while the host decodes the one before and builds the next
+PASSES_IN_FLIGHT = 2  # launched passes: the GPU has one queued behind the one it runs while the host reads a third
 
 
 class _Slot:
@@ -260,6 +260,7 @@ class PendingPass:
 
 class CudaExecutor:
     name = "cuda"
+    passes_in_flight = PASSES_IN_FLIGHT
 
     def __init__(
         self,
