@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 
 from app.dispatch import dispatcher, wait_if_asked
 from app.errors import ApiError
 from app.payloads import batch_request
 from app.schemas import PageSchema
+from worker.contract import wire_json
 
 bp = Blueprint("batches", __name__, url_prefix="/v1/batches")
 
@@ -35,4 +36,13 @@ def fetch(batch_id: str):
     if limit > page_size:
         raise ApiError("validation", f"limit {limit}; at most {page_size} results per page", field="limit")
     wait_if_asked(batch_id, "batch", page["wait"])
-    return jsonify(dispatcher().batch(batch_id, offset=page["offset"], limit=limit))
+    body, results = dispatcher().batch(batch_id, offset=page["offset"], limit=limit)
+    return page_response(body, results)
+
+
+def page_response(body: dict, results: list[bytes]) -> Response:
+    """The page as every body is written (`contract.wire_json`), "results" after "offset", each result spliced in
+    as the worker stored it, in the same form: parsing and writing again a page of 1,000 results took ~17 ms."""
+    head = wire_json({**body, "results": []})  # keys are fixed names: the first '"results": []' is the key's
+    text = head.replace('"results": []', '"results": [' + ", ".join(r.decode() for r in results) + "]", 1)
+    return current_app.response_class(text + "\n", mimetype="application/json")

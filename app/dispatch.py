@@ -122,8 +122,9 @@ class Dispatcher:
         self._send(contract.TASK_DECIDE_BATCH, batch, batch_id, model)
         return batch_id
 
-    def batch(self, batch_id: str, *, offset: int, limit: int) -> dict:
-        """A page of a batch's results, in input order, with its progress. :raise 404: unknown id."""
+    def batch(self, batch_id: str, *, offset: int, limit: int) -> tuple[dict, list[bytes]]:
+        """A page of a batch's results, in input order, with its progress: the body but its "results", and those
+        results as the worker stored them (JSON text in wire form). :raise 404: unknown id."""
         key = contract.batch_results_key(batch_id)
         pipe = self.redis.pipeline(transaction=False)
         pipe.get(contract.job_key(batch_id))
@@ -141,13 +142,12 @@ class Dispatcher:
             "done": done,
             "total": record["total"],
             "offset": offset,
-            "results": [json.loads(r) for r in page],
         }
         if envelope is not None and not envelope.get("ok"):
             body["error"] = from_envelope(envelope).to_dict()
         if offset + limit < record["total"]:
             body["next"] = f"/v1/batches/{batch_id}?offset={offset + limit}&limit={limit}"
-        return body
+        return body, page
 
     # --- metrics ---
 

@@ -240,7 +240,7 @@ class Runtime:
         """Append a batch chunk that begins at result `start`; False if the list does not end there."""
         pipe = self.redis.pipeline(transaction=False)
         self._append_at(
-            keys=[key], args=[start, self.settings.result_ttl_s, *(json.dumps(r) for r in results)], client=pipe
+            keys=[key], args=[start, self.settings.result_ttl_s, *(contract.wire_json(r) for r in results)], client=pipe
         )
         record_executor_seconds(pipe, self.settings.model, seconds)
         return bool(pipe.execute()[0])

@@ -12,12 +12,13 @@ def test_batch_recipe_answers_every_state_and_splits_the_time_into_phases(stack,
     out = tmp_path / "batch"
     assert (
         batch_throughput.main(
-            frontend=stack.base_url, output=out, n_states=12, redis_url=stack.redis_url, api_key=API_KEY
+            frontend=stack.base_url, output=out, n_states=12, redis_url=stack.redis_url, api_key=API_KEY, n_batches=3
         )
         == 0
     )
     report = json.loads((out / "batch_throughput.json").read_text())
     assert report["answered"] == 12 and not report["errors"]
+    assert len(report["batches"]) == 3 and report["seconds"] == sorted(b["seconds"] for b in report["batches"])[1]
     phases = report["phases_ms"]
     assert list(phases) == ["submit", "to_worker", "worker", "seen_done", "fetch"]
     # the worker may take the message before the client has the 202: only `to_worker` can be negative

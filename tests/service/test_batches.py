@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from service.helpers import CHOICE, NOUL, SCORE, assert_same_answers, wait_until
+from worker.contract import wire_json
 
 QUESTIONS = {"refund": NOUL, "topic": CHOICE, "anger": SCORE}
 STATES = [f"Customer {i}: " + ("my card was charged twice " * (i % 5)) + "please help" for i in range(13)]
@@ -93,3 +94,15 @@ def test_a_fetch_with_wait_answers_once_the_batch_is_done(stack):
     assert body["next"] == f"/v1/batches/{batch_id}?offset=5&limit=5"
     r = stack.get(f"/v1/batches/{batch_id}", params={"wait": "0.5x"})
     assert r.status_code == 422 and r.json()["field"] == "wait"
+
+
+def test_a_page_is_written_as_every_body_is(stack):
+    # each result is spliced in as the worker stored it: the same bytes as the parsed page written again,
+    # non-ASCII text kept as UTF-8 as in every other body
+    questions = {"thème": {"type": "noul", "instructions": "Le client demande-t-il un remboursement ?"}}
+    batch_id = stack.post("/v1/batches", json={"states": STATES[:3], "questions": questions}).json()["id"]
+    r = stack.get(f"/v1/batches/{batch_id}", params={"wait": 30, "limit": 2})
+    body = r.json()
+    assert body["status"] == "done" and len(body["results"]) == 2 and "next" in body
+    assert "thème" in body["results"][0]["answers"]
+    assert r.content == (wire_json(body) + "\n").encode()
