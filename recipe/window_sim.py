@@ -55,6 +55,11 @@ class SimulatedGPU:
     def forward(self, batch):
         return self.launch(batch).result()
 
+    @property
+    def gpu_ms_total(self) -> float:
+        """As the cuda executor's: the simulated GPU's busy time so far."""
+        return self.busy_s * 1e3
+
     def describe(self) -> dict:
         return {"executor": self.name, "speed": self.speed}
 

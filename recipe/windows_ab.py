@@ -9,7 +9,8 @@ share one cuda executor (CUDA graphs, warmed up once) and score the benchmark's 
 of LAYA_BATCH_CHUNK's default, each window's results written as JSON as the worker stores them; the two
 alternate for `--rounds` rounds after a warm-up each. Without `--bundle` the executor is the simulated GPU of
 `recipe.window_sim` (speed $LAYA_SIM_SPEED), for a machine without one. Writes OUT/windows_ab.json: every
-round's states per second, the medians and the ratio.
+round's states per second and the share of it the GPU was busy (the executor's time of every pass), the
+medians and the ratio.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ def load_engine_class(path: Path) -> type:
     return module.Engine
 
 
-def states_per_s(engine, payloads: list[dict], window: int) -> float:
-    t0 = time.perf_counter()
+def scored(engine, payloads: list[dict], window: int) -> tuple[float, float]:
+    """(states per second, the share of the wall time the GPU was busy) of scoring `payloads`."""
+    busy0, t0 = engine.executor.gpu_ms_total, time.perf_counter()
     for _, results in engine.decide_in_windows(payloads, window):
         [wire_json(r) for r in results]  # what the worker stores for each result
-    return len(payloads) / (time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    return len(payloads) / seconds, (engine.executor.gpu_ms_total - busy0) / (1e3 * seconds)
 
 
 def main(*, checkpoint: Path, bundle: Path | None, base_engine: Path, output: Path, rounds: int) -> int:
@@ -54,12 +57,16 @@ def main(*, checkpoint: Path, bundle: Path | None, base_engine: Path, output: Pa
     payloads = [{"model": "english", "state": s, "questions": BATCH_QUESTIONS} for s in batch_states()]
     window = ENV["batch_chunk"].default
     for engine in engines.values():
-        states_per_s(engine, payloads[:256], window)
+        scored(engine, payloads[:256], window)
     samples: dict[str, list[float]] = {name: [] for name in ("base", "this tree")}
+    busy: dict[str, list[float]] = {name: [] for name in samples}
     for r in range(rounds):
         for name in samples:
-            samples[name].append(states_per_s(engines[name], payloads, window))
-        print(f"round {r + 1}: " + ", ".join(f"{n} {s[-1]:.0f} states/s" for n, s in samples.items()), flush=True)
+            rate, share = scored(engines[name], payloads, window)
+            samples[name].append(rate)
+            busy[name].append(share)
+        line = ", ".join(f"{n} {samples[n][-1]:.0f} states/s (GPU busy {busy[n][-1]:.0%})" for n in samples)
+        print(f"round {r + 1}: {line}", flush=True)
     medians = {name: statistics.median(s) for name, s in samples.items()}
     record = {
         "states": len(payloads),
@@ -67,6 +74,8 @@ def main(*, checkpoint: Path, bundle: Path | None, base_engine: Path, output: Pa
         "executor": engines["this tree"].executor.describe(),
         "samples_states_per_s": samples,
         "median_states_per_s": medians,
+        "gpu_busy_share": busy,
+        "median_gpu_busy_share": {name: statistics.median(s) for name, s in busy.items()},
         "ratio": medians["this tree"] / medians["base"],
         "base_engine": str(base_engine),
         "command": sys.argv,

@@ -18,3 +18,4 @@ def test_windows_ab_alternates_two_engines_on_one_executor_and_records_every_rou
     assert record["executor"]["executor"] == "simulated"
     medians = record["median_states_per_s"]
     assert record["ratio"] == medians["this tree"] / medians["base"] > 0
+    assert all(0 < share <= 1.01 for shares in record["gpu_busy_share"].values() for share in shares)

@@ -312,6 +312,7 @@ class CudaExecutor:
         # one capture stream: torch keeps a cuBLAS workspace per stream, so a stream per capture would hold many
         self._capture_stream = torch.cuda.Stream(self.device) if self.graphs else None
         self.last_gpu_ms: float | None = None
+        self.gpu_ms_total = 0.0  # every pass's executor time so far: how busy batch scoring keeps the GPU
         self.failed: str | None = None
 
     # ---- the forward pass
@@ -375,6 +376,7 @@ class CudaExecutor:
         if slot.events:
             slot.events[1].synchronize()  # a kernel error surfaces here
             self.last_gpu_ms = slot.events[0].elapsed_time(slot.events[1])
+            self.gpu_ms_total += self.last_gpu_ms
         out = landing.numpy()
         slot.in_flight = False
         return Outputs(out[:, :K].copy(), out[:, K:].copy())
