@@ -21,16 +21,17 @@ def decode_answers(
 ) -> dict:
     """Answers keyed by question id, in question order.
 
-    logits: [R, K] float32, one row per question (padded options past each row's count);
-    act_probs: [R, n_act] float32 softmax of the act head.
+    logits: [R, K] float32, one row per question (padded options past each row's count), or a row per question
+    of whatever length (rows from several passes); act_probs: [R, n_act] float32 softmax of the act head, or
+    its rows.
     """
     answers = {}
     for r, (question, k) in enumerate(zip(questions, n_options, strict=True)):
         qtype = QTYPES[question.type]
-        z = logits[r, :k] / config.temperature_for(qtype, k)
+        z = logits[r][:k] / config.temperature_for(qtype, k)
         p = np.exp(z - z.max())
         p = p / p.sum()
-        action = {"act_probability": round(float(act_probs[r, 0]), DIGITS)}
+        action = {"act_probability": round(float(act_probs[r][0]), DIGITS)}
         answer_confidence = round(_top_probability(p, k), DIGITS)
         if question.type == "choice":
             labels = list(question.criteria)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from laya_common.checkpoint import check_checkpoint
 from laya_common.model import ModelConfig
-from worker.batch import Batch
+from worker.batch import Batch, Outputs
 from worker.checkpoint import load_weights
 from worker.contract import LIMITS, ExecutorError, RequestError
 from worker.decode import decode_answers
@@ -98,8 +98,8 @@ class Engine:
 
     def decide(self, payload: dict) -> dict:
         """The /v1/systemone response for `payload`; RequestError for what cannot be answered."""
-        prepared = [self.prepare(payload)]
-        return self._decode(prepared, self._launch(prepared))[0]
+        prepared = self.prepare(payload)
+        return self._decode([prepared], self._launch(prepared.rows))[0]
 
     def decide_many(self, payloads: list[dict]) -> list[dict]:
         """Each payload's response or error body, in order; rows of several payloads share forward passes."""
@@ -110,8 +110,8 @@ class Engine:
         `window` payloads, the first windows shorter (`_window_bounds`).
 
         Rows of a window's payloads share forward passes. An executor that pads rows to token buckets gets
-        them ordered by their longest row, so that a pass pads little; one that keeps exact widths (the
-        reference) gets them in input order. An executor that launches asynchronously (cuda) is kept
+        them sorted by length, so that a pass pads little; one that keeps exact widths (the reference) gets
+        whole payloads in input order. An executor that launches asynchronously (cuda) is kept
         holding as many passes as it can (`passes_in_flight`): a pass is read only when the next one needs
         its place, and the next window's payloads are prepared between the launches, so the GPU runs while
         the host decodes, prepares what follows, and the caller stores a window's results.
@@ -126,24 +126,23 @@ class Engine:
         # so that the executor is free for the next request.
         if not bounds or bounds[0][0] == bounds[0][1]:
             return
-        by_length = self.executor.admits.token_step > 1
         depth = max(1, getattr(self.executor, "passes_in_flight", 1))
         upcoming = self._prepare_window(payloads, range(*bounds[0]))
-        in_flight: deque[tuple[list[tuple[int, Prepared]], Pending | None, _Window]] = deque()
+        in_flight: deque[tuple[list[RowRef], Pending, _Window]] = deque()
         unread: deque[_Window] = deque()  # windows with passes not yet read, in input order
         try:
             for k, (start, end) in enumerate(bounds):
                 current, upcoming = upcoming, _Window()
                 current.bounds = (start, end)
-                groups = list(self._passes(current.ordered(by_length=by_length)))
-                current.unread = len(groups)
+                passes = self._row_passes(current)
+                current.unread = len(passes)
                 unread.append(current)
                 following = range(*bounds[k + 1]) if k + 1 < len(bounds) else range(0)
-                for g, piece in enumerate(_split(following, [_tokens(group) for group in groups] or [1])):
-                    if g < len(groups):
+                for g, piece in enumerate(_split(following, [_tokens(refs) for refs in passes] or [1])):
+                    if g < len(passes):
                         if len(in_flight) == depth:
                             self._finish(*in_flight.popleft())
-                        in_flight.append((groups[g], self._launch([p for _, p in groups[g]]), current))
+                        in_flight.append((passes[g], self._launch([p.rows[j] for _, p, j in passes[g]]), current))
                     while unread and unread[0].unread == 0:
                         yield unread.popleft().answers()
                     self._prepare_window(payloads, piece, into=upcoming)
@@ -164,22 +163,36 @@ class Engine:
                 into.results[i] = e.to_dict()
         return into
 
-    def _passes(self, prepared: list[tuple[int, Prepared]]) -> Iterator[list[tuple[int, Prepared]]]:
-        """`prepared` in order, cut into groups whose rows fit one forward pass."""
-        group: list[tuple[int, Prepared]] = []
-        n_rows = 0
-        for item in prepared:
-            if group and n_rows + len(item[1].rows) > self.executor.admits.max_rows:
-                yield group
-                group, n_rows = [], 0
-            group.append(item)
-            n_rows += len(item[1].rows)
-        if group:
-            yield group
+    def _row_passes(self, window: _Window) -> list[list[RowRef]]:
+        """The window's rows cut into forward passes. An executor that pads rows to token buckets gets them
+        sorted by length, so that a pass pads little (a payload's rows may then run in several passes); one
+        that keeps exact widths (the reference) gets whole payloads in input order, as many as fit a pass."""
+        max_rows = self.executor.admits.max_rows
+        for i, p in window.prepared:
+            if not p.rows:
+                window.results[i] = _response({}, 0)
+        if self.executor.admits.token_step > 1:
+            refs = sorted(
+                ((i, p, j) for i, p in window.prepared for j in range(len(p.rows))),
+                key=lambda ref: len(ref[1].rows[ref[2]].ids),
+            )
+            return [refs[k : k + max_rows] for k in range(0, len(refs), max_rows)]
+        passes: list[list[RowRef]] = [[]]
+        for i, p in window.prepared:
+            if len(passes[-1]) + len(p.rows) > max_rows:
+                passes.append([])
+            passes[-1].extend((i, p, j) for j in range(len(p.rows)))
+        return [refs for refs in passes if refs]
 
-    def _finish(self, group: list[tuple[int, Prepared]], pending: Pending | None, window: _Window) -> None:
-        for (i, _), response in zip(group, self._decode([p for _, p in group], pending), strict=True):
-            window.results[i] = response
+    def _finish(self, refs: list[RowRef], pending: Pending, window: _Window) -> None:
+        """Read a pass; each payload all of whose rows are read gets its answer."""
+        outputs = self._outputs(pending)
+        for r, (i, p, j) in enumerate(refs):
+            logits, act_probs = window.rows_read.setdefault(i, ([None] * len(p.rows), [None] * len(p.rows)))
+            logits[j], act_probs[j] = outputs.logits[r], outputs.act_probs[r]
+            if all(row is not None for row in logits):
+                window.results[i] = self._answer(p, logits, act_probs)
+                del window.rows_read[i]
         window.unread -= 1
 
     def prepare(self, payload: dict) -> Prepared:
@@ -220,9 +233,8 @@ class Engine:
         self.decide({"model": self.model_name, "state": WARMUP_STATE, "questions": {"q": questions["q0"]}})
         self.decide({"model": self.model_name, "state": long_state, "questions": questions})
 
-    def _launch(self, prepared: list[Prepared]) -> Pending | None:
-        """Start one forward pass over every row of `prepared` (None when they have no rows)."""
-        rows = [row for p in prepared for row in p.rows]
+    def _launch(self, rows: list[Row]) -> Pending | None:
+        """Start one forward pass over `rows` (None when there are none)."""
         if not rows:
             return None
         try:
@@ -230,27 +242,29 @@ class Engine:
         except Exception as e:
             raise self._failed(e) from e
 
-    def _decode(self, prepared: list[Prepared], pending: Pending | None) -> list[dict]:
-        """One response per prepared request, from its pass's outputs."""
-        if pending is None:
-            return [_response({}, 0) for _ in prepared]
+    def _outputs(self, pending: Pending) -> Outputs:
         try:
-            outputs = pending.result()
+            return pending.result()
         except Exception as e:
             raise self._failed(e) from e
-        responses, offset = [], 0
+
+    def _decode(self, prepared: list[Prepared], pending: Pending | None) -> list[dict]:
+        """One response per prepared request, from the outputs of the one pass that ran all their rows."""
+        if pending is None:
+            return [_response({}, 0) for _ in prepared]
+        outputs, responses, offset = self._outputs(pending), [], 0
         for p in prepared:
             n = len(p.rows)
-            answers = decode_answers(
-                self.config,
-                p.questions,
-                [len(r.markers) for r in p.rows],
-                outputs.logits[offset : offset + n],
-                outputs.act_probs[offset : offset + n],
+            responses.append(
+                self._answer(p, outputs.logits[offset : offset + n], outputs.act_probs[offset : offset + n])
             )
-            responses.append(_response(answers, sum(len(r.ids) for r in p.rows)))
             offset += n
         return responses
+
+    def _answer(self, p: Prepared, logits, act_probs) -> dict:
+        """The response to a prepared request from each of its rows' outputs (rows of logits and act_probs)."""
+        answers = decode_answers(self.config, p.questions, [len(r.markers) for r in p.rows], logits, act_probs)
+        return _response(answers, sum(len(r.ids) for r in p.rows))
 
     def _failed(self, error: Exception) -> ExecutorError:
         return ExecutorError(f"{self.executor.name} executor failed: {type(error).__name__}: {error}")
@@ -264,16 +278,12 @@ class _Window:
         self.results: dict[int, dict] = {}
         self.bounds = (0, 0)  # (start, end) in the payloads
         self.unread = 0  # passes launched or to launch whose outputs are not read yet
+        self.rows_read: dict[int, tuple[list, list]] = {}  # payload -> each row's logits and act_probs, once read
 
     def answers(self) -> tuple[int, list[dict]]:
         """(start, every payload's answer or error body, in input order)."""
         start, end = self.bounds
         return start, [self.results[i] for i in range(start, end)]
-
-    def ordered(self, *, by_length: bool) -> list[tuple[int, Prepared]]:
-        if not by_length:
-            return self.prepared
-        return sorted(self.prepared, key=lambda item: max((len(r.ids) for r in item[1].rows), default=0))
 
 
 def _window_bounds(n: int, window: int) -> list[tuple[int, int]]:
@@ -306,11 +316,10 @@ def _split(indices: range, weights: list[int]) -> list[range]:
     return [indices[a:b] for a, b in itertools.pairwise(cuts)]
 
 
-def _tokens(group: list[tuple[int, Prepared]]) -> int:
-    """The tokens of a pass over `group`'s rows, padded to its longest (what sets the pass's GPU time): the
-    next window is prepared in pieces of this share, so the host prepares less during a short pass."""
-    rows = [row for _, prepared in group for row in prepared.rows]
-    return len(rows) * max((len(row.ids) for row in rows), default=0)
+def _tokens(refs: list[RowRef]) -> int:
+    """The tokens of a pass over these rows, padded to its longest (what sets the pass's GPU time): the next
+    window is prepared in pieces of this share, so the host prepares less during a short pass."""
+    return len(refs) * max((len(p.rows[j].ids) for _, p, j in refs), default=0)
 
 
 class Prepared:
@@ -320,6 +329,9 @@ class Prepared:
 
     def __init__(self, questions: list[Question], rows: list[Row]) -> None:
         self.questions, self.rows = questions, rows
+
+
+RowRef = tuple[int, Prepared, int]  # a row of a window's pass: (payload index, its prepared request, row index)
 
 
 def _response(answers: dict, input_tokens: int) -> dict:

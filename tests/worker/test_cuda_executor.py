@@ -203,11 +203,15 @@ def test_cuda_refuses_a_bundle_that_does_not_verify_naming_the_file(tiny_checkpo
 def test_batch_scoring_packs_rows_of_similar_length_and_answers_in_input_order(tiny_checkpoint, monkeypatch):
     engine = emulated_engine(tiny_checkpoint)
     states = [" ".join(["refund"] * n) for n in (300, 5, 200, 12, 400, 60, 150, 30, 250, 90)]
-    payloads = [{"state": s, "questions": {"q": NOUL, "c": CHOICE}} for s in states]
-    widths, events, launch = [], [], engine.executor.launch
+    # a choice row longer than a noul row by its options: sorted by length, a payload's rows part
+    wordy = {**CHOICE, "criteria": [f"{c} " + "and all about it " * 6 for c in CHOICE["criteria"]]}
+    payloads = [{"state": s, "questions": {"q": NOUL, "c": wordy}} for s in states]
+    widths, lengths, rows, events, launch = [], [], [], [], engine.executor.launch
 
     def recording(batch):
         widths.append(batch.width)
+        lengths.append(sorted(batch.lengths.tolist()))
+        rows.append({tuple(batch.ids[r, :n]) for r, n in enumerate(batch.lengths)})
         events.append(f"launch {len(widths)}")
         pending, n = launch(batch), len(widths)
         result = pending.result
@@ -216,7 +220,13 @@ def test_batch_scoring_packs_rows_of_similar_length_and_answers_in_input_order(t
 
     monkeypatch.setattr(engine.executor, "launch", recording)
     results = engine.decide_many(payloads)
-    assert widths == sorted(widths) and len(widths) == 2  # 20 rows: the 8 shortest payloads, then 2
+    assert widths == sorted(widths) and len(widths) == 2  # 20 rows: the 16 shortest, then 4
+    every_row = sorted(n for p in payloads for n in (len(row.ids) for row in engine.prepare(p).rows))
+    assert lengths == [every_row[:16], every_row[16:]]  # rows, not payloads, sorted by length
+    ran_in = [
+        {k for row in engine.prepare(p).rows for k, ran in enumerate(rows) if tuple(row.ids) in ran} for p in payloads
+    ]
+    assert {0, 1} in ran_in  # a payload whose two rows ran in different passes
     assert events == ["launch 1", "launch 2", "result 1", "result 2"]  # the second runs while the first decodes
     for payload, result in zip(payloads, results, strict=True):
         alone = engine.decide(payload)
