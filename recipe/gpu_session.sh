@@ -12,6 +12,8 @@
 # overhead     recipe.http_overhead on a private stack with the cuda executor, beside the bare Celery floor
 # overhead-ab  recipe/overhead_ab.sh: the same, alternating an older tree of the service (LAYA_AB_BASE, default
 #              ab_base/tree: git archive COMMIT app worker laya_common) with this one, twice
+# batch-ab     recipe/batch_ab.sh: /v1/batches end to end, alternating an older tree of the service (LAYA_AB_BASE,
+#              default ab_base/tree, as overhead-ab) with this one, three times
 # windows-ab   recipe.windows_ab: batch scoring (decide_in_windows) of an older worker/engine.py (LAYA_AB_ENGINE,
 #              default ab_base/engine.py: git show COMMIT:worker/engine.py) against this tree's, alternating
 # abba-graphs  recipe.abba, CUDA graphs;   abba-eager: the same without graphs
@@ -25,7 +27,7 @@
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n 2,26p "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n 2,28p "$0"; exit 0; }
 out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
@@ -52,6 +54,7 @@ for s in $steps; do
                 --output "$work/overhead" --samples 1000 --per-client 40 ;;
     overhead-ab) step overhead-ab 420 recipe/overhead_ab.sh "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" \
                    "$work/overhead-ab" ;;
+    batch-ab) step batch-ab 420 recipe/batch_ab.sh "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" "$work/batch-ab" 3 ;;
     windows-ab) step windows-ab 240 python3 -m recipe.windows_ab --checkpoint "$ckpt" --bundle "$optimized" \
                   --base-engine "${LAYA_AB_ENGINE:-ab_base/engine.py}" --output "$work/windows-ab" --rounds 7 ;;
     abba-graphs) step abba-graphs 110 python3 -m recipe.abba --checkpoint "$ckpt" --optimized "$optimized" \

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -388,8 +389,16 @@ class CudaExecutor:
                 step()
             return
         graph = self._graphs.get(key)
-        if graph is None:
+        if graph is None:  # a bucket the warmup did not capture: this pass waits for its capture
+            t0 = time.perf_counter()
             graph = self._capture(key)
+            log.info(
+                "laya executor: captured %dx%d on first use in %.1f ms (%d graphs)",
+                R,
+                L,
+                1e3 * (time.perf_counter() - t0),
+                len(self._graphs),
+            )
         graph.replay()
 
     def _capture(self, key: tuple[int, int]) -> torch.cuda.CUDAGraph:
