@@ -221,11 +221,12 @@ class Engine:
             at += len(texts)
         return Prepared(questions, rows)
 
-    def warmup(self) -> None:
-        """Prepare the executor's common shapes, then answer a real request at the smallest and largest."""
+    def warmup(self, *, every_bucket: bool = False) -> None:
+        """Prepare the executor's common shapes (or every shape it has), then answer a real request at the
+        smallest and largest."""
         prepare = getattr(self.executor, "warmup", None)
         if prepare is not None:
-            prepare()
+            prepare(every_bucket=every_bucket)
         long_state = " ".join(["word"] * (2 * self.config.max_len))
         questions = {
             f"q{i}": {"type": "noul", "instructions": "Is this a warm-up?"} for i in range(LIMITS["max_questions"])

@@ -133,7 +133,9 @@ def _load_engine(settings: WorkerSettings):
         settings.checkpoint, executor=settings.executor, model_name=settings.model, options=settings.executor_options()
     )
     log.info("laya worker: %s", engine.startup_line())
-    engine.warmup()
+    t0 = time.perf_counter()
+    engine.warmup(every_bucket=settings.warm_buckets == "all")
+    log.info("laya worker: warmed up in %.1f s (LAYA_WARM_BUCKETS=%s)", time.perf_counter() - t0, settings.warm_buckets)
     return engine
 
 

@@ -46,7 +46,16 @@ ENV = {
         "most states scored between two progress updates of a batch (sorted by length together; the first chunks "
         "are shorter, from an eighth of this)",
     ),
+    "warm_buckets": Setting(
+        "LAYA_WARM_BUCKETS",
+        "all",
+        "cuda executor: CUDA graphs captured at startup: all (every rows x tokens bucket: no request waits for a "
+        "capture) or common (fewer, a faster start; another bucket is captured when first used, 10-30 ms)",
+    ),
 }
+
+
+WARM_BUCKETS = ("all", "common")
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,7 @@ class WorkerSettings:
     result_ttl_s: int
     visibility_timeout_s: int
     batch_chunk: int
+    warm_buckets: str
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -72,6 +82,8 @@ class WorkerSettings:
             values["model"] = contract.canonical_model(values["model"], "LAYA_MODEL")
         except ValueError as e:
             raise SettingsError(str(e)) from None
+        if values["warm_buckets"] not in WARM_BUCKETS:
+            raise SettingsError(f"LAYA_WARM_BUCKETS={values['warm_buckets']!r}; use {' or '.join(WARM_BUCKETS)}")
         executor = values["executor"]
         if executor not in ("auto", "reference", "cuda") and ":" not in executor:
             raise SettingsError(f"LAYA_EXECUTOR={executor!r}; use auto, reference, cuda or MODULE:FACTORY")

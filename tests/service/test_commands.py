@@ -25,6 +25,7 @@ def test_every_command_has_help_and_version(command):
     [
         ("laya-worker", "LAYA_EAGER", "maybe"),
         ("laya-worker", "LAYA_EXECUTOR", "tpu"),
+        ("laya-worker", "LAYA_WARM_BUCKETS", "some"),
         ("laya-worker", "LAYA_HEARTBEAT_TTL_S", "soon"),
         ("laya-api", "LAYA_PORT", "eighty"),
         ("laya-api", "LAYA_TRACE", "perhaps"),

@@ -200,6 +200,21 @@ def test_cuda_refuses_a_bundle_that_does_not_verify_naming_the_file(tiny_checkpo
         make_executor("cuda", cfg, {}, checkpoint=tiny_checkpoint, options=ExecutorOptions())
 
 
+def test_the_warmup_prepares_the_common_buckets_or_every_one(tiny_checkpoint, monkeypatch):
+    executor = emulated_engine(tiny_checkpoint).executor
+    prepared = []
+    monkeypatch.setattr(executor, "_prime_inputs", lambda R, L: prepared.append((R, L)))
+    monkeypatch.setattr(executor, "_plan", lambda key: [])
+    lengths = executor._token_buckets()
+    executor.warmup()
+    common = set(prepared)
+    assert {(1, t) for t in lengths} | {(16, t) for t in lengths} <= common
+    assert len(common) < 16 * len(lengths)
+    prepared.clear()
+    executor.warmup(every_bucket=True)
+    assert set(prepared) == {(r, t) for r in range(1, 17) for t in lengths}
+
+
 def test_batch_scoring_packs_rows_of_similar_length_and_answers_in_input_order(tiny_checkpoint, monkeypatch):
     engine = emulated_engine(tiny_checkpoint)
     states = [" ".join(["refund"] * n) for n in (300, 5, 200, 12, 400, 60, 150, 30, 250, 90)]

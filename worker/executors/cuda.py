@@ -416,12 +416,16 @@ class CudaExecutor:
         self._graphs[key] = graph
         return graph
 
-    def warmup(self, buckets: list[tuple[int, int]] | None = None) -> None:
-        """Capture the common buckets now: one row at every length (a sync request's one question), every
-        row count at max_len (long states), and full passes at every length (batch scoring packs rows
-        sorted by length, so all its passes but a batch's last are full)."""
-        if buckets is None:
-            lengths = self._token_buckets()
+    def warmup(self, buckets: list[tuple[int, int]] | None = None, *, every_bucket: bool = False) -> None:
+        """Capture `buckets` now; by default the common ones: one row at every length (a sync request's one
+        question), every row count at max_len (long states), and full passes at every length (batch scoring
+        packs rows sorted by length, so its passes are full but each window's last). `every_bucket`: every row
+        count at every length, so that no request waits for a capture (a batch's first window-ending passes
+        and a sync request of 2-15 questions would; 10-30 ms each on the H200)."""
+        lengths = self._token_buckets()
+        if every_bucket:
+            buckets = [(r, t) for t in lengths for r in range(1, MAX_ROWS + 1)]
+        elif buckets is None:
             buckets = list(
                 dict.fromkeys(
                     [(1, t) for t in lengths]
