@@ -7,27 +7,18 @@
 # On the GPU machine, after `source .gpu-site/env.sh` (recipe/gpu_steps.sh does it) and with PYTHONPATH holding
 # this checkout:
 #   recipe/batch_ab.sh BASE CHECKPOINT BUNDLE OUT [ROUNDS]
-# Writes OUT/<variant>-<round>/ (batch/batch_throughput.json, the stack's logs) and OUT/ab.json: each run's batches
-# (states/s and phases) in the order run, and per variant the median over all its batches.
+# Writes OUT/<variant>-<round>/ (result/batch_throughput.json, the stack's logs) and OUT/ab.json: each run's
+# batches (states/s and phases) in the order run, and per variant the median over all its batches.
 set -uo pipefail
 [ "${1:-}" = "--help" ] && { sed -n 2,11p "$0"; exit 0; }
-base=${1:?usage: recipe/batch_ab.sh BASE CHECKPOINT BUNDLE OUT [ROUNDS]}
-ckpt=${2:?checkpoint} bundle=${3:?bundle} out=${4:?output directory} rounds=${5:-2}
-base=$(cd "$base" && pwd)
-for r in $(seq "$rounds"); do
-  for variant in base new; do
-    dir=$out/$variant-$r
-    path=$PYTHONPATH
-    [ "$variant" = base ] && path=$base:$PYTHONPATH
-    PYTHONPATH=$path LAYA_EXECUTOR=${LAYA_EXECUTOR:-cuda} LAYA_CUDA_BUNDLE=$bundle python3 -m recipe.stack --checkpoint "$ckpt" \
-      --logs "$dir/logs" -- python3 -m recipe.batch_throughput --output "$dir/batch" --batches 5 | tail -n 6
-  done
-done
-python3 - "$out" <<'PY'
+source "$(dirname "$0")/ab_stacks.sh"
+alternate "${1:?usage: recipe/batch_ab.sh BASE CHECKPOINT BUNDLE OUT [ROUNDS]}" "${2:?checkpoint}" "${3:?bundle}" \
+  "${4:?output directory}" "${5:-2}" python3 -m recipe.batch_throughput --batches 5 --output
+python3 - "$4" <<'PY'
 import json, pathlib, statistics, sys
 out = pathlib.Path(sys.argv[1])
 runs, rates = {}, {}
-for report in sorted(out.glob("*/batch/batch_throughput.json"), key=lambda p: p.stat().st_mtime):
+for report in sorted(out.glob("*/result/batch_throughput.json"), key=lambda p: p.stat().st_mtime):
     batches = json.loads(report.read_text())["batches"]
     run = report.parent.parent.name
     runs[run] = [{"states_per_s": b["states_per_s"], "phases_ms": b["phases_ms"]} for b in batches]

@@ -166,7 +166,8 @@ class Engine:
     def _row_passes(self, window: _Window) -> list[list[RowRef]]:
         """The window's rows cut into forward passes. An executor that pads rows to token buckets gets them
         sorted by length, so that a pass pads little (a payload's rows may then run in several passes); one
-        that keeps exact widths (the reference) gets whole payloads in input order, as many as fit a pass."""
+        that keeps exact widths (the reference) gets whole payloads in input order, as many as fit a pass.
+        A payload without rows (no questions) is answered here."""
         max_rows = self.executor.admits.max_rows
         for i, p in window.prepared:
             if not p.rows:

@@ -233,7 +233,7 @@ def cublas_accumulate(A: Tensor, W: Tensor, X: Tensor):
     return lambda: torch.addmm(X, A, Wt, out_dtype=torch.float32, out=X)
 
 
-PASSES_IN_FLIGHT = 2  # launched passes: the GPU has one queued behind the one it runs while the host reads a third
+PASSES_IN_FLIGHT = 2  # launched, unread passes: while the host works the GPU runs one with the next queued
 
 
 class _Slot:
