@@ -1,17 +1,17 @@
 """A task message as kombu's Redis transport stores it on a queue, built without a kombu producer.
 
 Celery's protocol code (`Celery.amqp.create_task_message`) makes the headers and the body; this module
-only wraps them the way kombu's Redis channel does before its LPUSH (JSON body in base64, the routing
-and a delivery tag in the properties). The API can then send the LPUSH in the same pipeline as the
-BLPOP that waits for the answer: one Redis round trip per sync call, and none of kombu's per-publish
-work (a producer and a connection from its pool, exchange lookup, a new client object per command).
+only wraps them the way kombu's Redis channel does before its LPUSH (the JSON body as it is, as
+`contract.TASK_BODY_ENCODING` has kombu write it; the routing and a delivery tag in the properties). The
+API can then send the LPUSH in the same pipeline as the BLPOP that waits for the answer: one Redis round
+trip per sync call, and none of kombu's per-publish work (a producer and a connection from its pool,
+exchange lookup, a new client object per command).
 The worker still consumes it with Celery; tests/service/test_task_message.py compares it with what
 `send_task` writes.
 """
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
 import os
@@ -32,7 +32,7 @@ def encode(
     body = "[[" + json.dumps(argument) + body_tail
     return json.dumps(
         {
-            "body": base64.b64encode(body.encode()).decode(),
+            "body": body,
             "content-encoding": "utf-8",
             "content-type": "application/json",
             "headers": {**common_headers, "id": task_id, "root_id": task_id, **(headers or {})},
@@ -42,7 +42,7 @@ def encode(
                 "delivery_mode": 2,
                 "delivery_info": {"exchange": "", "routing_key": queue},
                 "priority": DEFAULT_PRIORITY,
-                "body_encoding": "base64",
+                "body_encoding": None,  # contract.TASK_BODY_ENCODING
                 "delivery_tag": str(uuid.uuid4()),
             },
         }

@@ -124,3 +124,24 @@ def test_a_record_redis_refused_is_raised_with_the_answer_and_the_channel_goes_o
         assert channel.basic_get("laya-test-q") is None  # the one message was taken; the channel still answers
         with channel.conn_or_acquire() as client:
             assert client.ping()
+
+
+def test_a_message_taken_by_brpop_is_recorded_as_it_was_queued(private_db):
+    db = redis.Redis.from_url(private_db)
+    with Connection(private_db, transport=redis_transport.Transport) as conn:
+        queue = conn.SimpleQueue("laya-test-q").queue
+        conn.Producer(conn.default_channel).publish({"state": "x" * 1000}, routing_key="laya-test-q", declare=[queue])
+        # queued in a form of its own (no spaces), which kombu's encoding of the parsed message would not give
+        queued = json.dumps(json.loads(db.rpop("laya-test-q")), separators=(",", ":")).encode()
+        db.lpush("laya-test-q", queued)
+        taken = []
+        with conn.Consumer(queue, callbacks=[lambda _body, message: taken.append(message)]):
+            conn.drain_events(timeout=10)  # kombu's BRPOP, as a worker consumes
+        (message,) = taken
+        redis_transport.execute_after_record(db.pipeline().ping())
+        record = db.hget("unacked", message.delivery_tag)
+        assert record.startswith(b"[" + queued + b", ")  # not encoded again
+        raw, exchange, routing_key = json.loads(record)
+        assert raw == message._raw and routing_key == "laya-test-q"
+        message.ack()
+        assert db.hlen("unacked") == 0
