@@ -35,9 +35,6 @@ WARMUP_STATE = "Warm-up: please refund the duplicate charge on my card."
 # how much longer a batch's window may be than the one before it, whose passes hide its preparation
 # (a simulated GPU at the H200's ratio of GPU to host time per state: docs/performance.md)
 WINDOW_GROWTH = 1.25
-# the first window is a 32nd of the longest (8 states of 256: one pass of two-question states): the GPU waits while
-# it is prepared, about 0.55 ms a state on the H200 host
-FIRST_WINDOW_DIVISOR = 32
 
 
 class Engine:
@@ -292,11 +289,11 @@ class _Window:
 
 
 def _window_bounds(n: int, window: int) -> list[tuple[int, int]]:
-    """(start, end) of each window over n payloads: the first FIRST_WINDOW_DIVISOR times shorter, since nothing
-    runs on the GPU while it is prepared; each later one is prepared while the one before it runs, so it grows by
-    at most WINDOW_GROWTH over that one (preparing a state takes the host about as long as the GPU takes to run
-    it: a window much longer than the one before would leave the GPU waiting), up to `window`."""
-    bounds, start, size = [], 0, max(1, window // FIRST_WINDOW_DIVISOR)
+    """(start, end) of each window over n payloads: the first an eighth as long, since nothing runs on the GPU
+    while it is prepared; each later one is prepared while the one before it runs, so it grows by at most
+    WINDOW_GROWTH over that one (preparing a state takes the host about as long as the GPU takes to run it:
+    a window much longer than the one before would leave the GPU waiting), up to `window`."""
+    bounds, start, size = [], 0, max(1, window // 8)
     while start < n:
         bounds.append((start, min(n, start + size)))
         start += size

@@ -44,7 +44,7 @@ ENV = {
         "LAYA_BATCH_CHUNK",
         256,
         "most states scored between two progress updates of a batch (sorted by length together; the first chunks "
-        "are shorter, from a 32nd of this)",
+        "are shorter, from an eighth of this)",
     ),
     "warm_buckets": Setting(
         "LAYA_WARM_BUCKETS",

@@ -276,7 +276,7 @@ def test_windows_answer_in_order_and_the_next_window_is_prepared_while_passes_ru
     states = [" ".join(["refund"] * n) for n in (30, 5, 200, 12, 80, 60, 150, 3, 250, 90, 40, 7)]
     payloads = [{"state": s, "questions": {"q": NOUL, "c": CHOICE}} for s in states]
     payloads[9] = {"state": "x", "questions": {"q": {"type": "nope"}}}  # an error body at its own index
-    bounds = [(0, 1), (1, 3), (3, 6), (6, 10), (10, 12)]  # from one, each window at most 1.25x + 1 longer
+    bounds = [(0, 1), (1, 3), (3, 6), (6, 10), (10, 12)]  # from an eighth, each window at most 1.25x + 1 longer
     want = [r for start, end in bounds for r in engine.decide_many(payloads[start:end])]
     events, launch, prepare = [], engine.executor.launch, engine.prepare
 
