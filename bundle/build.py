@@ -59,7 +59,7 @@ def build(
     # imported here: only the build needs TileLang
     import tilelang
 
-    from bundle.tl_source import check_abi, declared_signature, generate, rename, serialize_launches
+    from bundle.tl_source import check_abi, check_dependent_launches, declared_signature, generate, rename
     from kernels.registry import kernels
 
     out.mkdir(parents=True, exist_ok=True)
@@ -81,8 +81,9 @@ def build(
         symbol = f"laya_{spec.name}_t{i}"
         source = generate(prim_func, pass_configs=spec.pass_configs, arch=arch)
         check_abi(spec.name, source, entry.c_signature())
+        check_dependent_launches(source, symbol)
         path = out / SOURCES / f"{symbol}.cu"
-        path.write_text(serialize_launches(rename(source, symbol), symbol))
+        path.write_text(rename(source, symbol))
         t = Tier(max_m=tier.max_m, symbol=symbol, tiles=tier.tiles, source_sha256=sha256_file(path))
         entries[spec.name] = EntryPoint(entry.name, entry.family, entry.args, entry.dims, entry.tiers + (t,))
         fast_math = bool(spec.pass_configs.get(tilelang.PassConfigKey.TL_ENABLE_FAST_MATH, False))

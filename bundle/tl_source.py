@@ -93,24 +93,34 @@ def check_abi(entry_name: str, source: str, expected_call: list[str]) -> None:
 
 _PDL_ALLOWED = re.compile(r"\.programmaticStreamSerializationAllowed = 1;")
 _LAUNCH = re.compile(r"\bcudaLaunchKernelEx\(")
+_KERNEL_BODY = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\([^;{]*\{')
+_WAIT = "cudaGridDependencySynchronize();"
 
 
-def serialize_launches(source: str, symbol: str) -> str:
-    """The source with every launch fully stream-ordered (programmatic dependent launch turned off).
+def check_dependent_launches(source: str, symbol: str) -> None:
+    """Every kernel waits for the kernel before it in the stream before it reads anything (`T.pdl_sync()`).
 
-    TileLang's stub lets each kernel start before the previous kernel in the stream has finished
-    (cudaLaunchAttributeProgrammaticStreamSerialization), but the kernels never wait for it
-    (griddepcontrol.wait): behind a kernel that signals early, as cuBLAS's GEMMs do, they would read its
-    output before it is written.
+    TileLang's stub launches each kernel as a programmatic dependent launch: its blocks may start before
+    the previous kernel in the stream has finished, which hides a launch's latency. A kernel that read its
+    inputs without waiting (griddepcontrol.wait) would, behind a kernel that signals early as cuBLAS's
+    GEMMs do, read an output before it is written (seen on the H200: wrong answers in CUDA graphs).
+
+    :raise AbiMismatch: a launch without the attribute (the stub's layout changed), or a kernel without the wait.
     """
     launches = len(_LAUNCH.findall(source))
-    serialized, n = _PDL_ALLOWED.subn(".programmaticStreamSerializationAllowed = 0;", source)
-    if launches == 0 or n != launches:
+    if launches == 0 or len(_PDL_ALLOWED.findall(source)) != launches:
         raise AbiMismatch(
-            f"{symbol}: expected one programmatic-serialization attribute per launch, found {n} "
-            f"for {launches} launches: TileLang's stub layout changed"
+            f"{symbol}: expected one programmatic-serialization attribute per launch ({launches} launches): "
+            "TileLang's stub layout changed"
         )
-    return serialized
+    bodies = list(_KERNEL_BODY.finditer(source))
+    for i, kernel in enumerate(bodies):
+        body = source[kernel.end() : bodies[i + 1].start() if i + 1 < len(bodies) else len(source)]
+        if _WAIT not in body:
+            raise AbiMismatch(
+                f"{symbol}: kernel {kernel.group(1)} never waits for its predecessor ({_WAIT}): "
+                "start it with T.pdl_sync()"
+            )
 
 
 def rename(source: str, symbol: str) -> str:

@@ -11,7 +11,7 @@ Scores that are masked start at a large finite negative, not -inf, so that a row
 
 import tilelang.language as T
 
-from kernels.common import FAST_MATH, accum_dtype, dtype
+from kernels.common import FAST_MATH, accum_dtype, after_previous_kernel, dtype
 
 PASS_CONFIGS = FAST_MATH
 
@@ -59,6 +59,7 @@ def attention_fwd(H, Dh, *, window, block_M=64, block_N=64, num_stages=1, thread
         O: T.Tensor((M, H * Dh), dtype),
     ):
         with T.Kernel(T.ceildiv(L, block_M), H, R, threads=threads) as (bx, by, bz):
+            after_previous_kernel()
             # bx: tile of queries within the row, by: head, bz: row
             Q_shared = T.alloc_shared((block_M, Dh), dtype)
             K_shared = T.alloc_shared((block_N, Dh), dtype)

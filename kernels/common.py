@@ -18,6 +18,16 @@ ACTIVATIONS = ("none", "relu", "gelu")
 SQRT1_2 = 0.7071067811865476
 
 
+@T.macro
+def after_previous_kernel():
+    """The first statement of every kernel. The bundle's host stubs launch each kernel as a programmatic dependent
+    launch, so its blocks may start while the previous kernel in the stream still runs: wait for that kernel's
+    writes before reading anything, then let the next kernel's blocks start as this one's finish
+    (bundle/tl_source.check_dependent_launches refuses a kernel without the wait)."""
+    T.pdl_sync()
+    T.pdl_trigger()
+
+
 def activate(x, act: str):
     """The GEMM epilogue: erf GELU (what the checkpoints' "gelu" means), ReLU, or nothing."""
     if act == "gelu":

@@ -7,7 +7,7 @@ large M uses wide wgmma tiles with a deep TMA pipeline.
 
 import tilelang.language as T
 
-from kernels.common import ACTIVATIONS, FAST_MATH, accum_dtype, activate, dtype
+from kernels.common import ACTIVATIONS, FAST_MATH, accum_dtype, activate, after_previous_kernel, dtype
 
 PASS_CONFIGS = FAST_MATH
 
@@ -70,6 +70,7 @@ def gemm(N, K, *, bias=False, act="none", block_M=64, block_N=128, block_K=64, n
     @T.macro
     def tile(A, W, Bias, C):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            after_previous_kernel()
             # bx: tile of output columns, by: tile of rows
             A_shared = T.alloc_shared((block_M, block_K), dtype)
             W_shared = T.alloc_shared((block_N, block_K), dtype)
@@ -122,6 +123,7 @@ def gemm_geglu(F, K, *, block_M=64, block_N=64, block_K=64, num_stages=3, thread
         C: T.Tensor((M, F), dtype),
     ):
         with T.Kernel(T.ceildiv(F, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            after_previous_kernel()
             A_shared = T.alloc_shared((block_M, block_K), dtype)
             Wa_shared = T.alloc_shared((block_N, block_K), dtype)  # rows of the activated half
             Wg_shared = T.alloc_shared((block_N, block_K), dtype)  # rows of the gate half

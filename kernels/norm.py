@@ -17,7 +17,7 @@ bf16 stream would lose whole units at every add.
 
 import tilelang.language as T
 
-from kernels.common import FAST_MATH, accum_dtype, dtype
+from kernels.common import FAST_MATH, accum_dtype, after_previous_kernel, dtype
 
 PASS_CONFIGS = FAST_MATH
 
@@ -85,6 +85,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
             Y: T.Tensor((M, D), dtype),
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:  # bx: block of rows
+                after_previous_kernel()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 for i, j in T.Parallel(block_M, D):
                     x[i, j] = E[Ids[T.min(bx * block_M + i, M - 1)], j]
@@ -104,6 +105,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
             Y: T.Tensor((M, D), dtype),
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                after_previous_kernel()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 for i, j in T.Parallel(block_M, D):
                     row = T.min(bx * block_M + i, M - 1)
@@ -116,6 +118,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         @T.prim_func
         def main(X: T.Tensor((M, D), accum_dtype), R: T.Tensor((M, D), dtype)):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                after_previous_kernel()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 add_residual(X, R, x, bx * block_M)
 
@@ -130,6 +133,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
             Y: T.Tensor((M, D), dtype),
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                after_previous_kernel()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 add_residual(X, R, x, bx * block_M)
                 norm_rows(x, W, Bias, Y, bx * block_M, None)
@@ -144,6 +148,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
             Y: T.Tensor((M, D), dtype),
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                after_previous_kernel()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 add_residual(X, R, x, bx * block_M)
                 norm_rows(x, W, None, Y, bx * block_M, None)
@@ -159,6 +164,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
             Y: T.Tensor((M, D), dtype),
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                after_previous_kernel()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 T.copy(X[bx * block_M, 0], x)
                 norm_rows(x, W, Bias, Y, bx * block_M, None)

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from bundle.manifest import EntryPoint
-from bundle.tl_source import AbiMismatch, check_abi, declared_signature, generate, rename, serialize_launches
+from bundle.tl_source import AbiMismatch, check_abi, check_dependent_launches, declared_signature, generate, rename
 from kernels import attention, gemm
 
 
@@ -68,13 +68,14 @@ def test_rename_leaves_no_generated_symbol(gemm_source):
     assert "laya_x_t0_kernel" in renamed
 
 
-def test_every_launch_is_fully_stream_ordered(gemm_source):
-    """TileLang allows programmatic dependent launch, which the kernels never wait for: behind a cuBLAS GEMM that
-    signals early they read its output before it is written (seen on the H200: wrong answers in CUDA graphs)."""
+def test_every_kernel_waits_for_its_predecessor_before_reading(gemm_source):
+    """TileLang's stub launches each kernel before the one before it has finished (programmatic dependent launch):
+    a kernel that did not wait would, behind a cuBLAS GEMM that signals early, read its output before it is
+    written (seen on the H200: wrong answers in CUDA graphs)."""
     _, source = gemm_source
     assert "programmaticStreamSerializationAllowed = 1;" in source, "premise: TileLang's stub allows it"
-    serialized = serialize_launches(source, "laya_x_t0")
-    assert "programmaticStreamSerializationAllowed = 1;" not in serialized
-    assert serialized.count("programmaticStreamSerializationAllowed = 0;") == serialized.count("cudaLaunchKernelEx(")
+    check_dependent_launches(source, "laya_x_t0")
+    with pytest.raises(AbiMismatch, match="never waits for its predecessor"):
+        check_dependent_launches(source.replace("cudaGridDependencySynchronize();", ""), "laya_x_t0")
     with pytest.raises(AbiMismatch, match="one programmatic-serialization attribute per launch"):
-        serialize_launches(source.replace("programmaticStreamSerializationAllowed = 1;", ""), "laya_x_t0")
+        check_dependent_launches(source.replace("programmaticStreamSerializationAllowed = 1;", ""), "laya_x_t0")
