@@ -98,7 +98,8 @@ _WAIT = "cudaGridDependencySynchronize();"
 
 
 def check_dependent_launches(source: str, symbol: str) -> None:
-    """Every kernel waits for the kernel before it in the stream before it reads anything (`T.pdl_sync()`).
+    """Every launch is a programmatic dependent launch and every kernel body waits for its predecessor
+    (`cudaGridDependencySynchronize`, which `kernels.common.after_previous_kernel` puts first).
 
     TileLang's stub launches each kernel as a programmatic dependent launch: its blocks may start before
     the previous kernel in the stream has finished, which hides a launch's latency. A kernel that read its

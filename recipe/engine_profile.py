@@ -52,7 +52,6 @@ def host_stages(engine, payload: dict, samples: int = 200) -> dict[str, float]:
     the Batch, launching the pass (until the call returns), waiting for its result, decoding; then the whole
     `decide` and the executor's GPU time of its pass."""
     from worker.batch import Batch
-    from worker.executors import Finished
 
     times: dict[str, list[float]] = defaultdict(list)
     for i in range(20 + samples):
@@ -65,7 +64,7 @@ def host_stages(engine, payload: dict, samples: int = 200) -> dict[str, float]:
         t.append(time.perf_counter())
         outputs = pending.result()
         t.append(time.perf_counter())
-        engine._decode([prepared], Finished(outputs))
+        engine._answer(prepared, outputs.logits, outputs.act_probs)
         t.append(time.perf_counter())
         engine.decide(payload)
         t.append(time.perf_counter())

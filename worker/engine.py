@@ -99,7 +99,11 @@ class Engine:
     def decide(self, payload: dict) -> dict:
         """The /v1/systemone response for `payload`; RequestError for what cannot be answered."""
         prepared = self.prepare(payload)
-        return self._decode([prepared], self._launch(prepared.rows))[0]
+        pending = self._launch(prepared.rows)
+        if pending is None:
+            return _response({}, 0)
+        outputs = self._outputs(pending)
+        return self._answer(prepared, outputs.logits, outputs.act_probs)
 
     def decide_many(self, payloads: list[dict]) -> list[dict]:
         """Each payload's response or error body, in order; rows of several payloads share forward passes."""
@@ -249,19 +253,6 @@ class Engine:
             return pending.result()
         except Exception as e:
             raise self._failed(e) from e
-
-    def _decode(self, prepared: list[Prepared], pending: Pending | None) -> list[dict]:
-        """One response per prepared request, from the outputs of the one pass that ran all their rows."""
-        if pending is None:
-            return [_response({}, 0) for _ in prepared]
-        outputs, responses, offset = self._outputs(pending), [], 0
-        for p in prepared:
-            n = len(p.rows)
-            responses.append(
-                self._answer(p, outputs.logits[offset : offset + n], outputs.act_probs[offset : offset + n])
-            )
-            offset += n
-        return responses
 
     def _answer(self, p: Prepared, logits, act_probs) -> dict:
         """The response to a prepared request from each of its rows' outputs (rows of logits and act_probs)."""
