@@ -10,6 +10,7 @@ import tilelang.language as T
 from kernels.common import ACTIVATIONS, FAST_MATH, accum_dtype, activate, after_previous_kernel, dtype
 
 PASS_CONFIGS = FAST_MATH
+WARP_POLICIES = {"square": T.GemmWarpPolicy.Square, "rows": T.GemmWarpPolicy.FullRow}
 
 # entry name -> what it computes, in terms of the model's hidden size D, MLP width F (ModernBERT) and
 # the decision head's FFN width 4D: (N, K, bias, act) or ("geglu", F, K).
@@ -35,16 +36,40 @@ _ORIGINAL_GEGLU = dict(max_m=None, block_M=64, block_N=64, block_K=64, num_stage
 _SMALL = dict(max_m=128, block_M=64, block_K=128, num_stages=4, threads=128)
 _MID = dict(max_m=1024, block_M=64, block_K=64, num_stages=4, threads=128)
 _LARGE = dict(max_m=None, block_M=128, block_N=256, block_K=64, num_stages=4, threads=256)
-# GeGLU, from a tile sweep (H200, 2026-12-03, docs/measurements/geglu-sweep-h200-2026-12-03.csv, us at M = 16 / 80 /
-# 256 / 576 / 8192 against the tiers before: 7.3 / 9.2 / 12.8 / 16.1 / 173.9 against 7.3 / 11.5 / 18.0 / 24.6 /
-# 190.6, and cuBLAS with torch's gelu-gate 11.4 / 11.8 / 14.8 / 23.6 / 258.4): the output tile staged in shared
-# memory (written whole, by TMA), 128-row tiles with two warpgroups from M = 129, and for M <= 128 rasterized
-# so that the two row tiles of one weight slice run together and read it once.
+# GeGLU, from two tile sweeps on the H200. 2026-12-03 (docs/measurements/geglu-sweep-h200-2026-12-03.csv): the output
+# tile staged in shared memory (written whole, by TMA), 128-row tiles with two warpgroups above M = 128, rasterized
+# 64-row tiles below. 2026-12-04 (docs/measurements/wide-wgmma-sweep-h200-2026-12-04.csv, us at M = 16 / 80 / 256 /
+# 416 / 2560 / 8192 against the tiers before: 7.6 / 8.3 / 10.7 / 15.2 / 56.5 / 155.7 against 7.7 / 9.3 / 13.6 / 15.5 /
+# 58.2 / 174.2): both halves' weight slices in one shared tile and one accumulator ("joint"), each warpgroup taking
+# whole rows, so that a K step is one wgmma as wide as both halves (n256 in the large tier, was two n64 per half,
+# each waited for). 128 x 64 tiles up to M = 384, where ceil(M / 128) x 41 tiles still fit the 132 SMs in one wave.
 _GEGLU = [
-    dict(max_m=64, block_M=64, block_N=32, block_K=128, num_stages=4, threads=128),
-    dict(max_m=128, block_M=64, block_N=64, block_K=64, num_stages=4, threads=128, store="shared", swizzle=10),
-    dict(max_m=256, block_M=128, block_N=64, block_K=64, num_stages=4, threads=256, store="shared", swizzle=10),
-    dict(max_m=None, block_M=128, block_N=128, block_K=64, num_stages=3, threads=256, store="shared"),
+    dict(
+        max_m=128, block_M=64, block_N=64, block_K=64, num_stages=4, threads=128, store="shared", swizzle=10, joint=True
+    ),
+    dict(
+        max_m=384,
+        block_M=128,
+        block_N=64,
+        block_K=64,
+        num_stages=4,
+        threads=256,
+        store="shared",
+        swizzle=10,
+        warps="rows",
+        joint=True,
+    ),
+    dict(
+        max_m=None,
+        block_M=128,
+        block_N=128,
+        block_K=64,
+        num_stages=3,
+        threads=256,
+        store="shared",
+        warps="rows",
+        joint=True,
+    ),
 ]
 
 TILE_CONFIGS = {
@@ -62,9 +87,14 @@ TILE_CONFIGS = {
 }
 
 
-def gemm(N, K, *, bias=False, act="none", block_M=64, block_N=128, block_K=64, num_stages=3, threads=128):
-    """C[M, N] = act(A[M, K] @ W[N, K]^T (+ Bias[N])); the Bias argument exists only when `bias`."""
+def gemm(
+    N, K, *, bias=False, act="none", block_M=64, block_N=128, block_K=64, num_stages=3, threads=128, warps="square"
+):
+    """C[M, N] = act(A[M, K] @ W[N, K]^T (+ Bias[N])); the Bias argument exists only when `bias`.
+
+    `warps`: as gemm_geglu's."""
     assert act in ACTIVATIONS, act
+    policy = WARP_POLICIES[warps]
     M = T.dynamic("M")
 
     @T.macro
@@ -79,7 +109,7 @@ def gemm(N, K, *, bias=False, act="none", block_M=64, block_N=128, block_K=64, n
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_shared)
                 T.copy(W[bx * block_N, k * block_K], W_shared)
-                T.gemm(A_shared, W_shared, C_local, transpose_B=True)
+                T.gemm(A_shared, W_shared, C_local, transpose_B=True, policy=policy)
             if bias or act != "none":
                 for i, j in T.Parallel(block_M, block_N):
                     v = C_local[i, j] + Bias[bx * block_N + j] if bias else C_local[i, j]
@@ -106,14 +136,32 @@ def gemm(N, K, *, bias=False, act="none", block_M=64, block_N=128, block_K=64, n
     return main
 
 
-def gemm_geglu(F, K, *, block_M=64, block_N=64, block_K=64, num_stages=3, threads=128, store="fragment", swizzle=0):
+def gemm_geglu(
+    F,
+    K,
+    *,
+    block_M=64,
+    block_N=64,
+    block_K=64,
+    num_stages=3,
+    threads=128,
+    store="fragment",
+    swizzle=0,
+    warps="square",
+    joint=False,
+):
     """ModernBERT's GLU up-projection: C[M, F] = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T), GELU on the first half.
 
     `store`: "fragment" writes each thread's accumulator elements straight to C; "shared" stages the bf16
     tile in shared memory first, so that C is written in whole rows. `swizzle`: a panel size for TileLang's
     block rasterization (tiles that share operands run close in time), 0 for the launch order.
+    `warps`: how the warpgroups split the tile, "square" (TileLang's default) or "rows" (each warpgroup takes
+    whole rows, so its wgmma spans every column of the tile). `joint`: the two halves' weight slices share one
+    shared-memory tile and one accumulator [block_M, 2 * block_N], so that each K step is one GEMM (one wgmma as
+    wide as both halves, one wait) instead of two GEMMs that each wait for their own.
     """
     assert store in ("fragment", "shared"), store
+    policy = WARP_POLICIES[warps]
     M = T.dynamic("M")
 
     @T.prim_func
@@ -125,28 +173,46 @@ def gemm_geglu(F, K, *, block_M=64, block_N=64, block_K=64, num_stages=3, thread
         with T.Kernel(T.ceildiv(F, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
             after_previous_kernel()
             A_shared = T.alloc_shared((block_M, block_K), dtype)
-            Wa_shared = T.alloc_shared((block_N, block_K), dtype)  # rows of the activated half
-            Wg_shared = T.alloc_shared((block_N, block_K), dtype)  # rows of the gate half
-            acc_a = T.alloc_fragment((block_M, block_N), accum_dtype)
-            acc_g = T.alloc_fragment((block_M, block_N), accum_dtype)
+            if joint:  # rows [0, block_N): the activated half's slice, [block_N, 2 * block_N): the gate's
+                W_shared = T.alloc_shared((2 * block_N, block_K), dtype)
+                acc = T.alloc_fragment((block_M, 2 * block_N), accum_dtype)
+            else:
+                Wa_shared = T.alloc_shared((block_N, block_K), dtype)  # rows of the activated half
+                Wg_shared = T.alloc_shared((block_N, block_K), dtype)  # rows of the gate half
+                acc = T.alloc_fragment((block_M, block_N), accum_dtype)  # the activated half
+            acc_g = T.alloc_fragment((block_M, block_N), accum_dtype)  # the gate half (joint: copied out of acc)
             C_shared = T.alloc_shared((block_M, block_N), dtype) if store == "shared" else None
             if swizzle:
                 T.use_swizzle(panel_size=swizzle)
-            T.clear(acc_a)
-            T.clear(acc_g)
+            T.clear(acc)
+            if not joint:
+                T.clear(acc_g)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_shared)
-                T.copy(Wi[bx * block_N, k * block_K], Wa_shared)
-                T.copy(Wi[F + bx * block_N, k * block_K], Wg_shared)
-                T.gemm(A_shared, Wa_shared, acc_a, transpose_B=True)
-                T.gemm(A_shared, Wg_shared, acc_g, transpose_B=True)
+                if joint:
+                    T.copy(
+                        Wi[bx * block_N : (bx + 1) * block_N, k * block_K : (k + 1) * block_K], W_shared[0:block_N, :]
+                    )
+                    T.copy(
+                        Wi[F + bx * block_N : F + (bx + 1) * block_N, k * block_K : (k + 1) * block_K],
+                        W_shared[block_N : 2 * block_N, :],
+                    )
+                    T.gemm(A_shared, W_shared, acc, transpose_B=True, policy=policy)
+                else:
+                    T.copy(Wi[bx * block_N, k * block_K], Wa_shared)
+                    T.copy(Wi[F + bx * block_N, k * block_K], Wg_shared)
+                    T.gemm(A_shared, Wa_shared, acc, transpose_B=True, policy=policy)
+                    T.gemm(A_shared, Wg_shared, acc_g, transpose_B=True, policy=policy)
+            if joint:  # a parallel loop reads one index of a fragment: the gate half is moved out first
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_g[i, j] = acc[i, block_N + j]
             for i, j in T.Parallel(block_M, block_N):
-                acc_a[i, j] = activate(acc_a[i, j], "gelu") * acc_g[i, j]
+                acc_g[i, j] = activate(acc[i, j], "gelu") * acc_g[i, j]
             if store == "shared":
-                T.copy(acc_a, C_shared)
+                T.copy(acc_g, C_shared)
                 T.copy(C_shared, C[by * block_M, bx * block_N])
             else:
-                T.copy(acc_a, C[by * block_M, bx * block_N])
+                T.copy(acc_g, C[by * block_M, bx * block_N])
 
     return main
 

@@ -41,10 +41,7 @@ def time_candidates(sweep_dir: Path, *, baseline: Path, output: Path) -> int:
     with open(output / "kernel_timings.csv") as f:
         rows = list(csv.DictReader(f))
     summary = summarize(rows, baseline=baseline.name)
-    with open(output / "sweep.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(summary[0]))
-        w.writeheader()
-        w.writerows(summary)
+    write_summary(summary, output / "sweep.csv")
     for row in summary:
         print(
             f"{row['entry']:18} M {row['M']:>5}: baseline {row['baseline_us']:>8} us, best {row['best']} "
@@ -74,6 +71,15 @@ def summarize(rows: list[dict], *, baseline: str) -> list[dict]:
             }
         )
     return summary
+
+
+def write_summary(summary: list[dict], path: Path) -> None:
+    """`summarize`'s rows as CSV. A candidate that holds another entry than the rest has no column in their
+    rows: the header is the union of every row's, and a missing cell is empty."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in summary for k in row)), restval="")
+        w.writeheader()
+        w.writerows(summary)
 
 
 def parser() -> argparse.ArgumentParser:

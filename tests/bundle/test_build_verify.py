@@ -1,5 +1,6 @@
 """A real bundle built on a machine with nvcc and no GPU: library, manifest, tables, verify, tampering."""
 
+import csv
 import subprocess
 
 import pytest
@@ -183,3 +184,22 @@ def test_a_sweep_summary_names_the_fastest_bundle_per_shape():
     assert (by_m[80]["best"], by_m[80]["gain"]) == ("a", 2.0)
     assert (by_m[8192]["best"], by_m[8192]["gain"]) == ("optimized", 1.0)
     assert by_m[8192]["b_us"] == 200.0
+
+
+def test_a_sweep_summary_of_candidates_for_different_entries_is_one_csv(tmp_path):
+    from recipe.tile_sweep import summarize, write_summary
+
+    rows = [
+        {"bundle": b, "entry": e, "M": "80", "median_us": t}
+        for b, e, t in [
+            ("optimized", "gemm_geglu_bf16", "9.0"),
+            ("optimized", "gemm_qkv_bf16", "11.0"),
+            ("geglu-a", "gemm_geglu_bf16", "8.0"),
+            ("qkv-a", "gemm_qkv_bf16", "14.0"),
+        ]
+    ]
+    write_summary(summarize(rows, baseline="optimized"), tmp_path / "sweep.csv")
+    with open(tmp_path / "sweep.csv") as f:
+        by_entry = {r["entry"]: r for r in csv.DictReader(f)}
+    assert (by_entry["gemm_geglu_bf16"]["geglu-a_us"], by_entry["gemm_geglu_bf16"]["qkv-a_us"]) == ("8.0", "")
+    assert (by_entry["gemm_qkv_bf16"]["best"], by_entry["gemm_qkv_bf16"]["qkv-a_us"]) == ("optimized", "14.0")
