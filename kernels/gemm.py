@@ -42,7 +42,8 @@ _LARGE = dict(max_m=None, block_M=128, block_N=256, block_K=64, num_stages=4, th
 # 416 / 2560 / 8192 against the tiers before: 7.6 / 8.3 / 10.7 / 15.2 / 56.5 / 155.7 against 7.7 / 9.3 / 13.6 / 15.5 /
 # 58.2 / 174.2): both halves' weight slices in one shared tile and one accumulator ("joint"), each warpgroup taking
 # whole rows, so that a K step is one wgmma as wide as both halves (n256 in the large tier, was two n64 per half,
-# each waited for). 128 x 64 tiles up to M = 384, where ceil(M / 128) x 41 tiles still fit the 132 SMs in one wave.
+# each waited for). 128 x 64 tiles up to M = 384, where ceil(M / 128) x 41 tiles still fit the 132 SMs in one wave
+# (docs/measurements/geglu-boundary-h200-2026-12-04.csv: 9.9-10.9 us at M 256-384, 17.8 at 400; 128 x 128: 14.4-15.0).
 _GEGLU = [
     dict(
         max_m=128, block_M=64, block_N=64, block_K=64, num_stages=4, threads=128, store="shared", swizzle=10, joint=True
