@@ -44,33 +44,11 @@ _LARGE = dict(max_m=None, block_M=128, block_N=256, block_K=64, num_stages=4, th
 # whole rows, so that a K step is one wgmma as wide as both halves (n256 in the large tier, was two n64 per half,
 # each waited for). 128 x 64 tiles up to M = 384, where ceil(M / 128) x 41 tiles still fit the 132 SMs in one wave
 # (docs/measurements/geglu-boundary-h200-2026-12-04.csv: 9.9-10.9 us at M 256-384, 17.8 at 400; 128 x 128: 14.4-15.0).
+_JOINT = dict(block_K=64, store="shared", joint=True)
 _GEGLU = [
-    dict(
-        max_m=128, block_M=64, block_N=64, block_K=64, num_stages=4, threads=128, store="shared", swizzle=10, joint=True
-    ),
-    dict(
-        max_m=384,
-        block_M=128,
-        block_N=64,
-        block_K=64,
-        num_stages=4,
-        threads=256,
-        store="shared",
-        swizzle=10,
-        warps="rows",
-        joint=True,
-    ),
-    dict(
-        max_m=None,
-        block_M=128,
-        block_N=128,
-        block_K=64,
-        num_stages=3,
-        threads=256,
-        store="shared",
-        warps="rows",
-        joint=True,
-    ),
+    dict(_JOINT, max_m=128, block_M=64, block_N=64, num_stages=4, threads=128, swizzle=10),
+    dict(_JOINT, max_m=384, block_M=128, block_N=64, num_stages=4, threads=256, swizzle=10, warps="rows"),
+    dict(_JOINT, max_m=None, block_M=128, block_N=128, num_stages=3, threads=256, warps="rows"),
 ]
 
 TILE_CONFIGS = {
