@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
+import socket
 
 TASK_DECIDE = "laya.decide"
 TASK_DECIDE_BATCH = "laya.decide_batch"
@@ -200,6 +202,21 @@ def worker_key(model: str, node: str) -> str:
     return f"laya:worker:{model}:{node}"
 
 
+def worker_node() -> str:
+    """This process's name in its worker record ("node") and in its taken-messages key."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+TAKEN_PREFIX = "laya:taken:"
+
+
+def taken_key(node: str) -> str:
+    """The list a worker's queue consumer moves each message onto as it takes it (worker.redis_transport), from
+    which the message's unacknowledged record removes it: what a worker that died in between leaves here,
+    another puts back on its queue (worker.redelivery)."""
+    return TAKEN_PREFIX + node
+
+
 def read_workers(redis) -> list[dict]:
     """Every worker record that has not expired: ready ones, and failed ones with the reason.
 
@@ -288,6 +305,9 @@ def celery_config(redis_url: str, *, visibility_timeout_s: int = DEFAULT_VISIBIL
             "visibility_timeout": visibility_timeout_s,
             "socket_connect_timeout": 5,
             "body_encoding": TASK_BODY_ENCODING,
+            # one Redis list per queue (the API writes every message at priority 0): a worker takes from its one
+            # queue with BLMOVE, which reads one list (worker.redis_transport)
+            "priority_steps": [0],
         },
         "redis_socket_connect_timeout": 5,
         "worker_hijack_root_logger": False,

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -91,7 +90,7 @@ def start(settings: WorkerSettings, celery) -> Runtime:
     heartbeat = Heartbeat(
         redis,
         model=settings.model,
-        node=f"{socket.gethostname()}:{os.getpid()}",
+        node=contract.worker_node(),
         ttl_s=settings.heartbeat_ttl_s,
         info={"pid": os.getpid(), **version_info()},
         after_beat=Redeliverer(celery, redis, grace_s=settings.heartbeat_ttl_s),

@@ -6,13 +6,18 @@
   runs one connection's commands in order, so the record is in before the answer's script removes
   it; the replies are read after. Any other command of the channel reads the reply first. Nothing is
   lost that kombu's wait would keep: Redis applies the transaction once it has read it, whether or not
-  the worker then reads the reply, and a worker that dies before sending it loses the message in
-  kombu's own code too.
+  the worker then reads the reply; a worker that dies before sending it leaves the message in its taken
+  list (below).
 - One Redis client per channel for the commands kombu sends outside its BRPOP (recording a message as
   unacknowledged, acknowledging it). kombu builds a fresh `redis.Redis` for each, and building one
   fills its table of response callbacks: about a fifth of the consumer's profiled time per task.
-- The record holds the message as BRPOP returned it (kombu encodes the parsed message again: about 3 ms for
+- The record holds the message as it was queued (kombu encodes the parsed message again: about 3 ms for
   a batch of 1.1 MB, before the task may start).
+- A worker takes a message with BLMOVE onto its own list (`contract.taken_key`) instead of kombu's BRPOP,
+  and the transaction that records it as unacknowledged also removes it from that list. With BRPOP, a
+  worker killed between taking a message and recording it lost the message; now the message waits in the
+  list of a worker that is gone, and worker.redelivery puts it back on its queue. (A channel consuming
+  more than one queue falls back to kombu's BRPOP; a worker consumes one.)
 - A task can acknowledge its message in the round trip that writes its answer (the keys below, then
   `acked`): the commands kombu's acknowledgement would send run after the answer is written, and the
   acknowledgement Celery makes when the task returns then has nothing left to send.
@@ -24,13 +29,17 @@ so a worker that dies before that round trip leaves it there for redelivery.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from time import time
+from queue import Empty
+from time import monotonic, time
 
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
-from kombu.utils.json import dumps
+from kombu.utils.encoding import bytes_to_str
+from kombu.utils.json import dumps, loads
 from kombu.utils.objects import cached_property
 from redis.exceptions import ResponseError
+
+from worker import contract
 
 # Delivery tags whose unacked entries a task's own answer pipeline removed (one worker, one task at a time).
 _settled: set[str] = set()
@@ -41,16 +50,21 @@ _unread_record: Channel | None = None
 class QoS(kombu_redis.QoS):
     def append(self, message, delivery_tag):
         delivery = message.delivery_info
-        received, self.channel.received = self.channel.received, None
+        channel = self.channel
+        received, channel.received = channel.received, None
+        untake = ()
         if received is not None and delivery_tag.encode() in received:
             # kombu's record, `[message, exchange, routing key]` in JSON, with the message as it was queued
             record = b"[" + received + b", " + dumps([delivery["exchange"], delivery["routing_key"]])[1:].encode()
-        else:  # taken without BRPOP (basic_get)
+            if channel.taken_from is not None:
+                untake = (("LREM", channel.taken_key, 1, received),)
+        else:  # taken without BRPOP or BLMOVE (basic_get)
             record = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
-        self.channel.send_unread(
+        channel.send_unread(
             ("MULTI",),
             ("ZADD", self.unacked_index_key, time(), delivery_tag),
             ("HSET", self.unacked_key, delivery_tag, record),
+            *untake,
             ("EXEC",),
         )
         virtual.QoS.append(self, message, delivery_tag)
@@ -67,7 +81,50 @@ class Channel(kombu_redis.Channel):
     QoS = QoS
     _sync_client = None
     _unread = None  # (pool, connection, number of replies) of the transaction send_unread sent
-    received = None  # the message the last BRPOP returned, as queued, until QoS.append records it
+    received = None  # the message the last BRPOP or BLMOVE returned, as queued, until QoS.append records it
+    taken_from = None  # the queue the BLMOVE in flight takes from (None: kombu's BRPOP)
+    _restore_taken = False  # a take's reply was lost: what the list holds goes back before the next take
+
+    @cached_property
+    def taken_key(self) -> str:
+        return contract.taken_key(contract.worker_node())
+
+    def _brpop_start(self, timeout=None):
+        """Take the next message of the channel's one queue onto `taken_key` (BLMOVE), or, consuming several
+        queues, kombu's BRPOP."""
+        queues = list(self.active_queues)
+        if len(queues) != 1 or list(self.priority_steps) != [0] or self.global_keyprefix:
+            self.taken_from = None
+            return super()._brpop_start(timeout)
+        if self._restore_taken:
+            self._restore_taken = False
+            with self.conn_or_acquire() as client:
+                while client.lmove(self.taken_key, queues[0], "LEFT", "RIGHT") is not None:
+                    pass
+        self.taken_from = queues[0]
+        self._in_poll = self.client.connection
+        self._brpop_sent_at = monotonic()
+        timeout = self.brpop_timeout if timeout is None else timeout
+        self.client.connection.send_command("BLMOVE", queues[0], self.taken_key, "RIGHT", "LEFT", timeout or 0)
+
+    def _brpop_read(self, **options):
+        if self.taken_from is None:
+            return super()._brpop_read(**options)
+        try:
+            try:
+                item = self.client.parse_response(self.client.connection, "BLMOVE", **options)
+            except self.connection_errors:
+                self._restore_taken = True  # the message may have moved with its reply lost
+                self.client.connection.disconnect()
+                raise
+            if not item:
+                raise Empty()
+            self.received = item
+            self.connection._deliver(loads(bytes_to_str(item)), self.taken_from)
+            return True
+        finally:
+            self._in_poll = None
+            self._flush_brpop_reauth()
 
     @cached_property
     def client(self):

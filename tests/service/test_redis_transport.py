@@ -5,16 +5,29 @@ on the main stack's traffic and on a channel of its own."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import socket
 import threading
 
 import pytest
 import redis
 from kombu import Connection
 
+from app import task_message
 from service.helpers import NOUL, request_body, wait_until
-from worker import redis_transport
+from worker import contract, redis_transport
+from worker.redelivery import Redeliverer
 
 END = "laya-test-monitor-end"
+
+
+def make_celery(url: str):
+    from celery import Celery
+
+    app = Celery("laya-test")
+    app.conf.update(contract.celery_config(url), broker_transport=redis_transport.NAME)
+    return app
 
 
 def commands_during(service, action) -> list[tuple[str, str]]:
@@ -67,6 +80,10 @@ def test_each_task_is_acknowledged_once_in_the_round_trip_that_writes_its_answer
         assert commands[answer - 1].startswith("EVAL") and {who for _, who in seen[answer : ack + 2]} == {"lua:"}
         assert commands[ack + 1] == f"HDEL unacked {tag}"
     assert stack.redis().zcard("unacked_index") == 0
+    # each taken onto the worker's own list (BLMOVE; the first may have been sent before MONITOR started), and off
+    # it in the transaction that records it
+    assert any(c.startswith("BLMOVE ") for c in commands) and not any(c.startswith("BRPOP ") for c in commands)
+    assert sum(c.startswith("LREM " + contract.TAKEN_PREFIX) for c in commands) == 2, commands
 
 
 def test_a_channel_keeps_one_client_and_takes_a_fresh_one_after_its_pool_is_replaced(private_db):
@@ -145,3 +162,46 @@ def test_a_message_taken_by_brpop_is_recorded_as_it_was_queued(private_db):
         assert raw == message._raw and routing_key == "laya-test-q"
         message.ack()
         assert db.hlen("unacked") == 0
+
+
+WORKER_OPTIONS = {"priority_steps": [0]}  # as contract.celery_config sets them: one list per queue
+
+
+def take_and_die_before_recording(url: str) -> None:
+    """A worker's consumer that is killed between taking a message and recording it (a child process)."""
+    redis_transport.QoS.append = lambda *_: os._exit(0)
+    conn = Connection(url, transport=redis_transport.Transport, transport_options=WORKER_OPTIONS)
+    with conn, conn.Consumer(conn.SimpleQueue("laya-test-q").queue, callbacks=[lambda *_: None]):
+        conn.drain_events(timeout=10)
+    os._exit(1)  # nothing was taken
+
+
+def test_a_message_taken_leaves_the_workers_list_with_its_record(private_db):
+    db = redis.Redis.from_url(private_db)
+    with Connection(private_db, transport=redis_transport.Transport, transport_options=WORKER_OPTIONS) as conn:
+        queue = conn.SimpleQueue("laya-test-q").queue
+        conn.Producer(conn.default_channel).publish({"state": "x"}, routing_key="laya-test-q", declare=[queue])
+        taken = []
+        with conn.Consumer(queue, callbacks=[lambda _body, message: taken.append(message)]):
+            conn.drain_events(timeout=10)
+        redis_transport.execute_after_record(db.pipeline().ping())
+        (message,) = taken
+        assert db.llen("laya-test-q") == 0 and db.keys(contract.TAKEN_PREFIX + "*") == []
+        assert db.hexists("unacked", message.delivery_tag)
+        message.ack()
+
+
+def test_a_message_taken_by_a_worker_killed_before_recording_it_goes_back_on_its_queue(private_db):
+    db = redis.Redis.from_url(private_db)
+    db.lpush(
+        "laya-test-q", task_message.encode(make_celery(private_db), "t", {"n": 1}, task_id="a", queue="laya-test-q")
+    )
+    queued = db.lindex("laya-test-q", 0)
+    child = multiprocessing.get_context("fork").Process(target=take_and_die_before_recording, args=(private_db,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0, "the child did not take the message"
+    taken = contract.taken_key(f"{socket.gethostname()}:{child.pid}")
+    assert db.lrange(taken, 0, -1) == [queued] and db.llen("laya-test-q") == 0  # with BRPOP: gone
+    assert Redeliverer(make_celery(private_db), db, grace_s=60)() == []  # no unacknowledged record to restore
+    assert db.lrange("laya-test-q", 0, -1) == [queued] and not db.exists(taken)
