@@ -56,8 +56,8 @@ class QoS(kombu_redis.QoS):
         if received is not None and delivery_tag.encode() in received:
             # kombu's record, `[message, exchange, routing key]` in JSON, with the message as it was queued
             record = b"[" + received + b", " + dumps([delivery["exchange"], delivery["routing_key"]])[1:].encode()
-            if channel.taken_from is not None:
-                untake = (("LREM", channel.taken_key, 1, received),)
+            if channel.taken_from is not None:  # BLMOVE put it leftmost, and a worker takes one at a time
+                untake = (("LPOP", channel.taken_key),)
         else:  # taken without BRPOP or BLMOVE (basic_get)
             record = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
         channel.send_unread(

@@ -83,7 +83,7 @@ def test_each_task_is_acknowledged_once_in_the_round_trip_that_writes_its_answer
     # each taken onto the worker's own list (BLMOVE; the first may have been sent before MONITOR started), and off
     # it in the transaction that records it
     assert any(c.startswith("BLMOVE ") for c in commands) and not any(c.startswith("BRPOP ") for c in commands)
-    assert sum(c.startswith("LREM " + contract.TAKEN_PREFIX) for c in commands) == 2, commands
+    assert sum(c.startswith("LPOP " + contract.TAKEN_PREFIX) for c in commands) == 2, commands
 
 
 def test_a_channel_keeps_one_client_and_takes_a_fresh_one_after_its_pool_is_replaced(private_db):
