@@ -26,7 +26,11 @@ from worker.version import add_version_flag
 def make_celery(settings: WorkerSettings) -> Celery:
     app = Celery("laya-worker")
     app.conf.update(
-        contract.celery_config(settings.redis_url, visibility_timeout_s=settings.visibility_timeout_s),
+        contract.celery_config(
+            settings.redis_url,
+            visibility_timeout_s=settings.visibility_timeout_s,
+            health_check_interval_s=settings.health_check_interval_s,
+        ),
         task_default_queue=settings.queue,
         broker_transport=redis_transport.NAME,
         include=["worker.tasks"],

@@ -186,6 +186,8 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_RESULT_TTL_S = 86400  # how long job and batch results stay fetchable
 # An unacknowledged task returns to its queue after this long; it must exceed the longest batch.
 DEFAULT_VISIBILITY_TIMEOUT_S = 6 * 3600
+# A broker connection idle this long is PINGed before its next command (kombu's default, passed to redis-py).
+DEFAULT_HEALTH_CHECK_INTERVAL_S = 25
 WORKERS_KEY = "laya:workers"  # set of every worker key ever announced; expired ones are pruned by readers
 # Upper bounds (seconds) of the executor-time histogram the workers keep in Redis for /metrics.
 EXECUTOR_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -284,7 +286,12 @@ def executor_metrics_key(model: str) -> str:
 TASK_BODY_ENCODING = None
 
 
-def celery_config(redis_url: str, *, visibility_timeout_s: int = DEFAULT_VISIBILITY_TIMEOUT_S) -> dict:
+def celery_config(
+    redis_url: str,
+    *,
+    visibility_timeout_s: int = DEFAULT_VISIBILITY_TIMEOUT_S,
+    health_check_interval_s: int = DEFAULT_HEALTH_CHECK_INTERVAL_S,
+) -> dict:
     """Celery settings both sides use: Redis broker, JSON only, one unacked task per worker.
 
     No result backend: a task writes its envelope to `result_key` itself, in the round trip that also
@@ -304,6 +311,7 @@ def celery_config(redis_url: str, *, visibility_timeout_s: int = DEFAULT_VISIBIL
         "broker_transport_options": {
             "visibility_timeout": visibility_timeout_s,
             "socket_connect_timeout": 5,
+            "health_check_interval": health_check_interval_s,
             "body_encoding": TASK_BODY_ENCODING,
             # one Redis list per queue (the API writes every message at priority 0): a worker takes from its one
             # queue with BLMOVE, which reads one list (worker.redis_transport)

@@ -148,7 +148,7 @@ class Channel(kombu_redis.Channel):
         self.read_unread()
         pool = self.pool
         self._unread = (pool, pool.get_connection(), len(commands))
-        self._send(commands)
+        self._send(commands, check_health=True)
         _unread_record = self
 
     def read_unread(self, *then) -> list:
@@ -157,7 +157,8 @@ class Channel(kombu_redis.Channel):
         if self._unread is None:
             return []
         if then:
-            self._send(then)
+            # its replies are pending: a health-check PING now would read one of them as its answer
+            self._send(then, check_health=False)
         pool, conn, count = self._forget()
         try:
             replies = [conn.read_response() for _ in range(count + len(then))]
@@ -171,10 +172,10 @@ class Channel(kombu_redis.Channel):
                 raise reply
         return replies[count:]
 
-    def _send(self, commands) -> None:
+    def _send(self, commands, *, check_health: bool) -> None:
         pool, conn, _ = self._unread
         try:
-            conn.send_packed_command(conn.pack_commands(commands))
+            conn.send_packed_command(conn.pack_commands(commands), check_health=check_health)
         except BaseException:
             self._forget()
             conn.disconnect()

@@ -40,6 +40,11 @@ ENV = {
         contract.DEFAULT_VISIBILITY_TIMEOUT_S,
         "an unacknowledged task is redelivered after this long; exceed the longest batch",
     ),
+    "health_check_interval_s": Setting(
+        "LAYA_REDIS_HEALTH_CHECK_S",
+        contract.DEFAULT_HEALTH_CHECK_INTERVAL_S,
+        "a broker connection idle this long is PINGed before its next command (kombu's health_check_interval)",
+    ),
     "batch_chunk": Setting(
         "LAYA_BATCH_CHUNK",
         256,
@@ -71,6 +76,7 @@ class WorkerSettings:
     heartbeat_ttl_s: int
     result_ttl_s: int
     visibility_timeout_s: int
+    health_check_interval_s: int
     batch_chunk: int
     warm_buckets: str
 
