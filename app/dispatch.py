@@ -206,7 +206,7 @@ def new_id() -> str:
 def no_ready_reason(workers: list[dict], model: str) -> str:
     failed = [w for w in workers if w["state"] == "failed" and w["model"] == model]
     if failed:
-        return f"no warm worker for model {model!r}: {failed[0]['node']} failed: {failed[0].get('detail', '')}"
+        return f"no warm worker for model {model!r}: a worker failed: {failed[0].get('detail', '')}"
     return f"no warm worker for model {model!r}: none has finished its warmup"
 
 

@@ -37,7 +37,7 @@ class ApiError(Exception):
             raise ValueError(f"unknown error kind {kind!r}")
         super().__init__(detail)
         self.kind, self.detail = kind, detail
-        self.extra = {k: v for k, v in extra.items() if v is not None}  # field, id, workers
+        self.extra = {k: v for k, v in extra.items() if v is not None}  # field, id, models
 
     @property
     def status(self) -> int:

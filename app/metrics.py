@@ -20,6 +20,9 @@ from worker import contract
 
 bp = Blueprint("metrics", __name__)
 
+# Label values come from a fixed set, so no request can add a series: a method outside this set counts as
+# "other", a path no route matches as "unmatched" (a made-up method or path each added one before).
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -76,8 +79,9 @@ def init_app(app: Flask, dispatcher) -> None:
     @app.after_request
     def _count(response: Response) -> Response:
         route = request.url_rule.rule if request.url_rule else "unmatched"
-        requests.labels(route, request.method, str(response.status_code)).inc()
-        latency.labels(route, request.method).observe(time.perf_counter() - g.get("started", time.perf_counter()))
+        method = request.method if request.method in KNOWN_METHODS else "other"
+        requests.labels(route, method, str(response.status_code)).inc()
+        latency.labels(route, method).observe(time.perf_counter() - g.get("started", time.perf_counter()))
         return response
 
     app.register_blueprint(bp)

@@ -25,12 +25,23 @@ def read_body(limit: int) -> bytes:
     if request.content_length is not None and request.content_length > limit:
         raise _too_large(limit)
     chunks, size = [], 0
-    while chunk := request.stream.read(CHUNK_BYTES):
+    while chunk := _read_chunk():
         size += len(chunk)
         if size > limit:
             raise _too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _read_chunk() -> bytes:
+    """The next piece of the body. :raise 400: its framing is broken (a chunk size that is not hex, a chunk
+    without its CRLF, a body shorter than its Content-Length): the HTTP server's parser raises as it reads."""
+    from gunicorn.http.errors import ParseException
+
+    try:
+        return request.stream.read(CHUNK_BYTES)
+    except (ParseException, OSError) as e:
+        raise ApiError("bad_request", f"the body's framing is broken ({type(e).__name__})") from None
 
 
 def require_content_type(*allowed: str) -> str:

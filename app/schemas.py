@@ -14,6 +14,7 @@ from app.models import resolution_table
 from worker import contract
 
 QUESTION_TYPES = ("noul", "choice", "score")
+MAX_OFFSET = 10**9
 JOB_STATUSES = ("queued", "running", "done", "failed")
 
 
@@ -93,7 +94,8 @@ class WaitSchema(Schema):
 class PageSchema(WaitSchema):
     """Query of GET /v1/batches/<id>: which slice of the results, and how long to wait for the batch to finish."""
 
-    offset = fields.Integer(load_default=0, validate=validate.Range(min=0))
+    # bounded so that offset + limit stays a Redis list index (a 64-bit integer)
+    offset = fields.Integer(load_default=0, validate=validate.Range(min=0, max=MAX_OFFSET))
     limit = fields.Integer(validate=validate.Range(min=1))
 
 
@@ -153,5 +155,4 @@ class HealthSchema(Schema):
         required=True,
         metadata={"description": "each served model (LAYA_MODELS, the default first) -> warm workers"},
     )
-    workers = fields.List(fields.Dict(), required=True)
-    detail = fields.String()
+    detail = fields.String(metadata={"description": "503: why a model has no warm worker"})

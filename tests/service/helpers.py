@@ -84,6 +84,12 @@ class Service:
 
         return redis.Redis.from_url(self.redis_url)
 
+    def workers(self) -> list[dict]:
+        """Every live worker's record, as the workers write it in Redis (what /health counts)."""
+        from worker import contract
+
+        return contract.read_workers(self.redis())
+
     def wait_healthy(self, timeout_s: float = STARTUP_TIMEOUT_S) -> dict:
         def ready():
             for p in self.processes:

@@ -43,7 +43,7 @@ def test_concurrent_clients_get_their_own_answers_one_task_at_a_time(stack):
         return traces if all(b"worker" in t for t in traces) else None
 
     traces = wait_until(worker_traces, 10, "the worker's trace of every task")
-    assert {t[b"worker"] for t in traces} == {stack.get("/health").json()["workers"][0]["node"].encode()}
+    assert {t[b"worker"] for t in traces} == {stack.workers()[0]["node"].encode()}
     spans = sorted((float(t[b"worker_received"]), float(t[b"result_sent"])) for t in traces)
     for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
         assert start >= end

@@ -7,6 +7,8 @@ with laya-serve's cases in test_protocol.py; here the rest.
 from __future__ import annotations
 
 import json
+import socket
+from urllib.parse import urlparse
 
 import pytest
 import requests
@@ -22,7 +24,7 @@ def assert_error_body(r: requests.Response, status: int, field: str | None = Non
     assert r.headers["Content-Type"].startswith("application/json")
     body = r.json()
     assert body["status"] == status and ERROR_STATUS[body["error"]] == status and body["detail"]
-    assert set(body) <= {"status", "error", "detail", "field", "id", "workers"}
+    assert set(body) <= {"status", "error", "detail", "field", "id", "models"}
     assert "Traceback" not in r.text and "/work" not in r.text and ".py" not in r.text
     if field is not None:
         assert body["field"] == field
@@ -91,3 +93,41 @@ def test_bad_input_changes_nothing(stack):
     assert stack.post("/v1/batches", json={"states": [], "questions": {"q": NOUL}}).status_code == 422
     assert set(r.keys("laya:job:*")) == keys_before
     assert r.llen("laya.english") == 0
+
+
+def raw_exchange(stack, request: bytes) -> tuple[int, dict]:
+    """(status, JSON body) of `request`, sent byte for byte on a socket of its own."""
+    url = urlparse(stack.base_url)
+    with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)
+        reply = b""
+        while data := sock.recv(65536):
+            reply += data
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        b"zz\r\n{}\r\n0\r\n\r\n",  # a chunk size that is not hex
+        b"2\r\n{}XX0\r\n\r\n",  # a chunk without its CRLF
+        b"ffffffffffffffffffff\r\n{}",  # a chunk size past any integer the server takes
+    ],
+)
+def test_400_for_a_chunked_body_with_broken_framing(stack, framing):
+    head = (
+        "POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {API_KEY}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )
+    status, body = raw_exchange(stack, head.encode() + framing)
+    assert 400 <= status < 500 and body["status"] == status, body
+
+
+@pytest.mark.parametrize(
+    "query", ["offset=9300000000000000000", "offset=1000000001", "limit=99999999999999999999999", "wait=1e400"]
+)
+def test_422_for_page_and_wait_values_out_of_range(stack, query):
+    batch_id = stack.post("/v1/batches", json={"states": ["hi"], "questions": {"q": NOUL}}).json()["id"]
+    assert_error_body(stack.get(f"/v1/batches/{batch_id}?{query}"), 422)

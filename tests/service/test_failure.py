@@ -60,8 +60,8 @@ def test_a_worker_killed_whole_mid_batch_loses_nothing(private_db, launcher):
     service = Service(private_db)
     worker = launcher.worker(service, LAYA_BATCH_CHUNK="2")
     launcher.api(service)
-    ready = service.wait_healthy()
-    assert ready["workers"][0]["pid"] == worker.popen.pid  # one process runs the tasks: the solo pool
+    service.wait_healthy()
+    assert service.workers()[0]["pid"] == worker.popen.pid  # one process runs the tasks: the solo pool
     states = [f"state {i} " + "words " * 60 for i in range(40)]
     batch_id = service.post("/v1/batches", json={"states": states, "questions": {"q": NOUL, "r": NOUL}}).json()["id"]
     wait_until(lambda: service.get(f"/v1/batches/{batch_id}").json()["done"] >= 2, 60, "the batch to start")
@@ -75,7 +75,7 @@ def test_a_worker_killed_whole_mid_batch_loses_nothing(private_db, launcher):
         "the batch to finish on a fresh worker",
     )
     assert done["done"] == done["total"] == len(done["results"]) == len(states)
-    assert worker.popen.pid not in {w["pid"] for w in service.get("/health").json()["workers"]}
+    assert worker.popen.pid not in {w["pid"] for w in service.workers()}
     for i in (0, 17, 39):  # order kept and no state scored twice into the list
         alone = service.post("/v1/systemone", json={"state": states[i], "questions": {"q": NOUL, "r": NOUL}})
         assert_same_answers(done["results"][i], alone.json())

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
+import requests
+
 from service.helpers import NOUL, request_body
 from worker import contract
 from worker.version import git_commit, package_version
 
 
-def test_health_lists_the_warm_worker(stack):
-    body = stack.get("/health").json()
-    assert body["status"] == "ok"
-    (worker,) = [w for w in body["workers"] if w["state"] == "ready"]
-    assert worker["model"] == "english" and worker["executor"] == "reference"
+def test_health_counts_warm_workers_and_names_nobodys_work(stack):
+    started = stack.post("/v1/jobs", json=request_body("refund?", q=NOUL)).json()["id"]
+    body = requests.get(stack.url("/health"), timeout=10).json()  # open: no bearer token
+    assert body == {"status": "ok", "models": {"english": 1}}
+    assert started not in json.dumps(body)
+    (worker,) = [w for w in stack.get("/info").json()["workers"] if w["state"] == "ready"]
+    assert worker["model"] == "english" and worker["info"]["executor"]["executor"] == "reference"
     assert (worker["version"], worker["commit"]) == (package_version(), git_commit())  # what each worker runs
 
 
@@ -77,3 +83,16 @@ def test_a_request_adds_one_observation_of_its_engine_time_to_the_executor_histo
     assert changed.keys() == {"count", "sum", f"bucket:{bound}"}, changed
     assert changed["count"] == changed[f"bucket:{bound}"] == 1
     assert abs(changed["sum"] - seconds) < 1e-5  # the header is rounded to the microsecond
+
+
+def test_made_up_methods_and_paths_add_no_metric_series(stack):
+    stack.get("/metrics")
+    before = stack.get("/metrics").text.count("\n")
+    for i in range(50):
+        requests.request(f"FOO{i}", stack.url("/v1/systemone"), timeout=10)
+        requests.get(stack.url(f"/no-such-route-{i}"), timeout=10)
+    text = stack.get("/metrics").text
+    methods = {line.split('method="')[1].split('"')[0] for line in text.splitlines() if 'method="' in line}
+    assert methods <= {"GET", "POST", "DELETE", "other"} and "other" in methods
+    assert "FOO" not in text and "no-such-route" not in text
+    assert text.count("\n") - before < 60  # a few new series (other, unmatched), not one per request
