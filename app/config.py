@@ -40,8 +40,11 @@ SETTINGS = {
     "MAX_BATCH_BYTES": Setting("LAYA_MAX_BATCH_BYTES", 64 * MIB, "body cap of /v1/batches"),
     "MAX_BATCH_STATES": Setting("LAYA_MAX_BATCH_STATES", 10000, "most states (or JSON lines) in one batch"),
     "BATCH_PAGE_SIZE": Setting("LAYA_BATCH_PAGE_SIZE", 1000, "most results in one GET /v1/batches/<id> page"),
-    "API_THREADS": Setting(
-        "LAYA_API_THREADS", 32, "gunicorn threads (a sync call or a fetch with ?wait= holds one while it waits)"
+    "API_CONNECTIONS": Setting(
+        "LAYA_API_CONNECTIONS",
+        8192,
+        "open connections per API process; each is a greenlet, so a waiting sync call, an idle or a slow client "
+        "holds no thread",
     ),
     "API_PROCESSES": Setting("LAYA_API_PROCESSES", 1, "gunicorn worker processes"),
     "TRACE": Setting(

@@ -213,17 +213,17 @@ def no_ready_reason(workers: list[dict], model: str) -> str:
 def init_app(app: Flask, celery: Celery) -> None:
     from redis import Redis
 
-    url, threads = app.config["REDIS_URL"], app.config["API_THREADS"]
-    # each gunicorn thread holds at most one connection of each client at a time (redis-py's pool stops at 100)
+    url, connections = app.config["REDIS_URL"], app.config["API_CONNECTIONS"]
+    # each HTTP connection holds at most one connection of each client at a time (redis-py's pool stops at 100)
     redis = Redis.from_url(
-        url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30, max_connections=threads + 8
+        url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30, max_connections=connections + 8
     )
     waiter = Redis.from_url(
         url,
         socket_connect_timeout=5,
         socket_timeout=app.config["SYNC_TIMEOUT_S"] + 30,
         health_check_interval=30,
-        max_connections=threads + 8,
+        max_connections=connections + 8,
     )
     app.extensions["laya"] = Dispatcher(celery, redis, waiter, result_ttl_s=app.config["RESULT_TTL_S"])
 

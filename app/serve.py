@@ -1,4 +1,10 @@
-"""`laya-api`: the Flask API under gunicorn (threaded workers: a sync call holds a thread while it waits).
+"""`laya-api`: the Flask API under gunicorn's gevent workers.
+
+Each connection is a greenlet, not a thread: a sync call waiting for its answer, an idle kept-alive
+connection and a client that trickles its request in hold no thread that another request needs (with
+gunicorn's threads, 32 clients that never finished their headers took the API down). A request's head must
+arrive within KEEPALIVE_S of the connection opening or of the previous response, else the connection is
+closed; up to LAYA_API_CONNECTIONS connections are open at once per process.
 
 Binds LAYA_HOST:LAYA_PORT (default 127.0.0.1:8080). With LAYA_API_PROCESSES > 1 the processes share
 their request metrics through PROMETHEUS_MULTIPROC_DIR (a fresh temporary directory unless set).
@@ -8,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -17,23 +24,26 @@ from gunicorn.app.base import BaseApplication
 
 from app import config
 from app.errors import json_error
-from app.http_worker import LingeringThreadWorker
 from app.models import served_models
 from worker.version import add_version_flag
 
 GRACEFUL_TIMEOUT_S = 30
+# gunicorn's gevent worker reads each request head (the first on a connection too) under a timeout of this many
+# seconds: an idle or trickling connection is closed after it
+KEEPALIVE_S = 5
+FILES_PER_CONNECTION = 2  # its socket, and at most one Redis connection while it waits
 
 
 def gunicorn_options(settings: dict) -> dict:
     return {
         "bind": f"{settings['HOST']}:{settings['PORT']}",
-        "worker_class": LingeringThreadWorker,  # gthread, kept-alive connections served back to back
+        "worker_class": "gevent",
         "workers": settings["API_PROCESSES"],
-        "threads": settings["API_THREADS"],
-        # gthread workers notify the arbiter from their main loop, so this bounds a stuck process, not a request
+        "worker_connections": settings["API_CONNECTIONS"],
+        # the worker notifies the arbiter from its own greenlet, so this bounds a stuck process, not a request
         "timeout": int(settings["SYNC_TIMEOUT_S"]) + 30,
         "graceful_timeout": GRACEFUL_TIMEOUT_S,
-        "keepalive": 5,
+        "keepalive": KEEPALIVE_S,
         "accesslog": None,
         "errorlog": "-",
         "loglevel": "info",
@@ -61,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics_dir = None
     if settings["API_PROCESSES"] > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="laya-api-metrics-")
+    raise_open_files_limit(FILES_PER_CONNECTION * settings["API_CONNECTIONS"] + 256)
     gunicorn.util.write_error = write_json_error  # gunicorn's workers call it through the module
     options = gunicorn_options(settings)
     if args.access_log:
@@ -73,6 +84,15 @@ def main(argv: list[str] | None = None) -> int:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
+
+
+def raise_open_files_limit(wanted: int) -> None:
+    """Raise this process's soft limit of open files towards `wanted` (at most the hard limit): the default of
+    1,024 on many hosts would refuse connections long before LAYA_API_CONNECTIONS."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 def write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:

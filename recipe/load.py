@@ -165,7 +165,7 @@ def main(
         "cpus": os.cpu_count(),
         "versions": versions(("laya-service", "celery", "kombu", "redis", "gunicorn")),
     }
-    with Stack(checkpoint, output / "logs", api_threads=max(clients) + 8) as stack:
+    with Stack(checkpoint, output / "logs") as stack:
         stack.start()
         expected = answers_alone(stack.frontend)
         for n_workers in workers:

@@ -260,7 +260,7 @@ def main(
         "provenance": {**record, "gpus": gpus(), "cpus": os.cpu_count()},
     }
     states = batch_states(n_states)
-    with Stack(checkpoint, output / "logs", heartbeat_ttl_s=faults.HEARTBEAT_TTL_S, api_threads=clients + 8) as stack:
+    with Stack(checkpoint, output / "logs", heartbeat_ttl_s=faults.HEARTBEAT_TTL_S) as stack:
         pool = Workers(stack, bundle)
         stack.start_redis()
         pool.grow_to(workers[0])

@@ -60,11 +60,10 @@ class Stack:
         *,
         aof: bool = True,
         heartbeat_ttl_s: int = 15,
-        api_threads: int = 32,
         worker_env: dict[str, str] | None = None,
     ) -> None:
         self.checkpoint, self.logs, self.aof, self.worker_env = Path(checkpoint), Path(logs), aof, worker_env or {}
-        self.heartbeat_ttl_s, self.api_threads = heartbeat_ttl_s, api_threads
+        self.heartbeat_ttl_s = heartbeat_ttl_s
         self.logs.mkdir(parents=True, exist_ok=True)
         self.redis_port, self.api_port = free_port(), free_port()
         self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
@@ -144,7 +143,6 @@ class Stack:
                 "LAYA_REDIS_URL": self.redis_url,
                 "LAYA_HOST": "127.0.0.1",
                 "LAYA_PORT": str(self.api_port),
-                "LAYA_API_THREADS": str(self.api_threads),
                 "LAYA_TRACE": "1",
                 **env,
             },

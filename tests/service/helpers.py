@@ -153,7 +153,7 @@ class Launcher:
                 "LAYA_REDIS_URL": service.redis_url,
                 "LAYA_HOST": "127.0.0.1",
                 "LAYA_PORT": str(port),
-                "LAYA_API_THREADS": "16",
+                "LAYA_API_CONNECTIONS": "2048",
                 "LAYA_TRACE": "1",
                 **env,
             },
