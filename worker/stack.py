@@ -1,13 +1,20 @@
 """`laya-stack`: the whole service on one machine: Redis (started here when LAYA_REDIS_URL does not answer),
 one worker per model and the API. A model without a checkpoint gets a tiny random-weight one of its layout,
-synthesized once into ~/.cache/laya/ and reused (english: tiny-seed0). A worker is restarted if it stops (as
-after an executor failure); Ctrl-C stops everything.
+synthesized once into ~/.cache/laya/ and reused (english: tiny-seed0). A worker, the API or the Redis started
+here that stops is started again, after 0.5 s doubling to 30 s while it keeps stopping; one that exits with
+status 2 (a bad setting) stops everything. Ctrl-C stops everything.
+
+The Redis started here takes the password of LAYA_REDIS_URL, keeps an append-only file and is bounded by
+--redis-maxmemory with maxmemory-policy noeviction: a write past the bound is refused, never a queued job
+evicted. Its configuration goes in on stdin, so the password is on no command line and in no log.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -15,10 +22,14 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
-from laya_common.settings import or_exit
+from app import config as api_config
+from laya_common.settings import SettingsError, or_exit
 from worker import contract
 from worker.settings import WorkerSettings
 from worker.version import add_version_flag
@@ -26,6 +37,14 @@ from worker.version import add_version_flag
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "laya"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 STOP_TIMEOUT_S = 20
+REDIS_START_TIMEOUT_S = 10
+BAD_SETTING = 2  # the exit status of a bad setting, which a restart would only repeat
+# a process that keeps stopping is started again after FIRST, then twice as long each time up to MAX; once one
+# has stayed up STEADY, its next restart waits FIRST again
+BACKOFF_FIRST_S, BACKOFF_MAX_S, BACKOFF_STEADY_S = 0.5, 30.0, 60.0
+DEFAULT_REDIS_MAXMEMORY = "1gb"
+# what redis-server takes for a size: bytes, or k/kb/m/mb/g/gb (k = 1000, kb = 1024), any case
+REDIS_SIZE = re.compile(r"([0-9]+)(b|k|kb|m|mb|g|gb)?", re.IGNORECASE)
 # the synthesized stand-in for each model: typed-decisions' has other dimensions and a 1024-token budget
 SYNTHESIZED_SIZE = {"english": "tiny", "multilingual": "tiny-alt", "typed-decisions": "tiny-typed"}
 
@@ -56,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
         default=CACHE / "redis",
         help="data directory of a Redis started here (append-only file on; default: %(default)s)",
     )
+    p.add_argument(
+        "--redis-maxmemory",
+        type=redis_size,
+        metavar="SIZE",
+        help="maxmemory of a Redis started here, such as 512mb or 2gb; past it a write is refused, nothing "
+        f"is evicted (default: LAYA_REDIS_MAXMEMORY, else {DEFAULT_REDIS_MAXMEMORY})",
+    )
     add_version_flag(p)
     args = p.parse_args(argv)
     try:
@@ -64,11 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         p.error(str(e))
     env = dict(os.environ)
-    or_exit("laya-stack", lambda: WorkerSettings.from_env(env))  # before anything starts; the API checks its own
+    # a bad setting stops the stack before anything starts, with one line naming it
+    or_exit("laya-stack", lambda: WorkerSettings.from_env(env))
+    api = or_exit("laya-stack", lambda: {**api_config.DEFAULTS, **api_config.from_env(env)})
+    maxmemory = args.redis_maxmemory or or_exit("laya-stack", lambda: env_redis_maxmemory(env))
     env.setdefault("LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL)
     env["LAYA_MODELS"] = ",".join(models)
-    processes: list[tuple[str, subprocess.Popen]] = []
-    worker_envs: dict[str, dict] = {}
+    children: list[Child] = []
     stopping = False
 
     def stop(*_: object) -> None:
@@ -79,35 +107,73 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     try:
         if not redis_answers(env["LAYA_REDIS_URL"]):
-            processes.append(("redis", start_redis(env["LAYA_REDIS_URL"], args.redis_dir)))
+            children.append(start_local_redis(env["LAYA_REDIS_URL"], args.redis_dir, maxmemory))
         for model in models:
             checkpoint = checkpoints.get(model) or synthesized_checkpoint(SYNTHESIZED_SIZE[model])
             name = f"worker {model}"
-            worker_envs[name] = {**env, "LAYA_MODEL": model, "LAYA_CHECKPOINT": str(checkpoint)}
-            processes.append((name, start(name, ["laya-worker"], worker_envs[name])))
-        processes.append(("api", start("api", ["laya-api"], env)))
-        url = f"http://{env.get('LAYA_HOST', '127.0.0.1')}:{env.get('LAYA_PORT', '8080')}"
-        announced = False
-        while not stopping:
-            for i, (name, proc) in enumerate(processes):
-                if proc.poll() is None:
-                    continue
-                if name not in worker_envs or proc.returncode == 2:  # 2: a bad setting, which a restart repeats
-                    print(f"laya-stack: {name} exited with status {proc.returncode}; stopping", file=sys.stderr)
-                    return proc.returncode if proc.returncode == 2 else 1
-                print(f"laya-stack: {name} exited with status {proc.returncode}; starting a fresh one", file=sys.stderr)
-                processes[i] = (name, start(name, ["laya-worker"], worker_envs[name]))
-            if not announced and healthy(url):
-                print(
-                    f"laya-stack: ready at {url}, serving {', '.join(models)} (Ctrl-C stops everything)",
-                    file=sys.stderr,
-                )
-                announced = True
-            time.sleep(0.5)
-        return 0
+            worker_env = {**env, "LAYA_MODEL": model, "LAYA_CHECKPOINT": str(checkpoint)}
+            children.append(Child.started(name, partial(start, name, ["laya-worker"], worker_env)))
+        children.append(Child.started("api", partial(start, "api", ["laya-api"], env)))
+        return supervise(children, api_url(api["HOST"], api["PORT"]), models, lambda: stopping)
     finally:
-        for name, proc in reversed(processes):
-            terminate(name, proc)
+        for child in reversed(children):
+            terminate(child.name, child.proc)
+
+
+@dataclass
+class Child:
+    """A process the stack started, started again by `tend` when it stops, later each time it stops soon."""
+
+    name: str
+    launch: Callable[[], subprocess.Popen]
+    proc: subprocess.Popen
+    started_at: float
+    delay_s: float = BACKOFF_FIRST_S
+    restart_at: float | None = None  # set while it is down: when the fresh one starts
+
+    @classmethod
+    def started(cls, name: str, launch: Callable[[], subprocess.Popen]) -> Child:
+        return cls(name, launch, launch(), time.monotonic())
+
+    def tend(self) -> None:
+        """Notice that it stopped (and schedule a fresh one), or start the fresh one once it is due."""
+        now = time.monotonic()
+        if self.restart_at is None and self.proc.poll() is not None:
+            self.schedule_restart(now)
+        elif self.restart_at is not None and now >= self.restart_at:
+            self.proc, self.started_at, self.restart_at = self.launch(), now, None
+
+    def schedule_restart(self, now: float) -> None:
+        kill_leftovers(self.proc)
+        if now - self.started_at >= BACKOFF_STEADY_S:
+            self.delay_s = BACKOFF_FIRST_S
+        print(
+            f"laya-stack: {self.name} exited with status {self.proc.returncode}; "
+            f"starting a fresh one in {self.delay_s:g} s",
+            file=sys.stderr,
+        )
+        self.restart_at = now + self.delay_s
+        self.delay_s = min(self.delay_s * 2, BACKOFF_MAX_S)
+
+
+def supervise(children: list[Child], url: str, models: tuple[str, ...], stopping: Callable[[], bool]) -> int:
+    """Keep `children` running until `stopping()` (0) or one exits with a bad setting (2); say when ready."""
+    announced = False
+    while not stopping():
+        for child in children:
+            if child.proc.poll() == BAD_SETTING:
+                print(f"laya-stack: {child.name} exited with status {BAD_SETTING}; stopping", file=sys.stderr)
+                return BAD_SETTING
+            child.tend()
+        if not announced and healthy(url):
+            print(f"laya-stack: ready at {url}, serving {', '.join(models)} (Ctrl-C stops everything)", file=sys.stderr)
+            announced = True
+        time.sleep(0.5)
+    return 0
+
+
+def api_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"  # an IPv6 address in brackets
 
 
 def model_checkpoints(pairs: list[str], models: tuple[str, ...]) -> dict[str, str]:
@@ -127,6 +193,22 @@ def model_checkpoints(pairs: list[str], models: tuple[str, ...]) -> dict[str, st
     return checkpoints
 
 
+def redis_size(value: str) -> str:
+    """`value` if redis-server takes it as a maxmemory other than 0 (0 would be no bound at all)."""
+    match = REDIS_SIZE.fullmatch(value.strip())
+    if match is None or int(match[1]) == 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a size above 0 such as 512mb or 2gb")
+    return value.strip()
+
+
+def env_redis_maxmemory(env: dict) -> str:
+    raw = env.get("LAYA_REDIS_MAXMEMORY") or DEFAULT_REDIS_MAXMEMORY
+    try:
+        return redis_size(raw)
+    except argparse.ArgumentTypeError as e:
+        raise SettingsError(f"LAYA_REDIS_MAXMEMORY={e}") from None
+
+
 def redis_answers(url: str) -> bool:
     from redis import Redis
     from redis.exceptions import RedisError
@@ -137,39 +219,69 @@ def redis_answers(url: str) -> bool:
         return False
 
 
-def start_redis(url: str, data_dir: Path) -> subprocess.Popen:
-    """A local redis-server for `url` (its port and password), append-only file on, waited for."""
+def masked(url: str) -> str:
+    """`url` with its password, if any, as ***: what a log line may show."""
+    parsed = urlparse(url)
+    if parsed.password is None:
+        return url
+    host = parsed.netloc.rpartition("@")[2]
+    return parsed._replace(netloc=f"{parsed.username or ''}:***@{host}").geturl()
+
+
+def start_local_redis(url: str, data_dir: Path, maxmemory: str) -> Child:
+    """A redis-server for `url` (a local redis:// one), supervised, waited for until it answers."""
     parsed = urlparse(url)
     if parsed.scheme != "redis" or parsed.hostname not in LOCAL_HOSTS:
         raise SystemExit(
-            f"laya-stack: Redis at {parsed.hostname}:{parsed.port} does not answer, and only a "
-            "local redis:// URL can be started here"
+            f"laya-stack: Redis at {masked(url)} does not answer, and only a local redis:// URL can be started here"
         )
+    print(f"laya-stack: no Redis answers at {masked(url)}; starting one", file=sys.stderr)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config = redis_config(parsed.port or 6379, data_dir, maxmemory, unquote(parsed.password or ""))
+    child = Child.started("redis", partial(start_redis, config))
+    deadline = time.monotonic() + REDIS_START_TIMEOUT_S
+    while not redis_answers(url):
+        if child.proc.poll() is not None or time.monotonic() > deadline:
+            terminate(child.name, child.proc)
+            raise SystemExit("laya-stack: redis-server did not start (see its output above)")
+        time.sleep(0.1)
+    return child
+
+
+def redis_config(port: int, data_dir: Path, maxmemory: str, password: str) -> str:
+    """redis.conf text: loopback, append-only file on, bounded without eviction, the password if any."""
+    lines = [
+        "bind 127.0.0.1",
+        f"port {port}",
+        f"dir {redis_quoted(str(data_dir))}",
+        "appendonly yes",
+        'save ""',
+        f"maxmemory {maxmemory}",
+        "maxmemory-policy noeviction",  # queued work is never evicted: a write past maxmemory fails instead
+    ]
+    if password:
+        lines.append(f"requirepass {redis_quoted(password)}")
+    return "\n".join(lines) + "\n"
+
+
+def redis_quoted(value: str) -> str:
+    """`value` as one redis.conf argument: in double quotes, every byte but plain printable ASCII as \\xHH."""
+    safe = set(range(0x20, 0x7F)) - set(b'"\\')
+    return '"' + "".join(chr(b) if b in safe else f"\\x{b:02x}" for b in value.encode()) + '"'
+
+
+def start_redis(config: str) -> subprocess.Popen:
+    """redis-server reading `config` on stdin (`-`): the password stays off its command line."""
     server = shutil.which("redis-server")
     if server is None:
         raise SystemExit("laya-stack: no redis-server on PATH (scripts/setup.sh installs it)")
-    data_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        server,
-        "--bind",
-        "127.0.0.1",
-        "--port",
-        str(parsed.port or 6379),
-        "--dir",
-        str(data_dir),
-        "--appendonly",
-        "yes",
-        "--save",
-        "",
-    ]
-    if parsed.password:
-        cmd += ["--requirepass", parsed.password]
-    proc = start("redis", cmd, dict(os.environ))
-    deadline = time.monotonic() + 10
-    while not redis_answers(url):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("laya-stack: redis-server did not start (see its output above)")
-        time.sleep(0.1)
+    # it reads no LAYA_* variable, and LAYA_REDIS_URL holds the password
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYA_")}
+    proc = start("redis", [server, "-"], env, stdin=subprocess.PIPE)
+    # a few hundred bytes: the pipe takes them at once; redis-server reads to the end, then serves. A broken pipe
+    # means it exited already, which whoever started it notices
+    with contextlib.suppress(BrokenPipeError), proc.stdin:
+        proc.stdin.write(config.encode())
     return proc
 
 
@@ -191,11 +303,21 @@ def synthesized_checkpoint(size: str) -> Path:
     return path
 
 
-def start(name: str, cmd: list[str], env: dict) -> subprocess.Popen:
+def start(name: str, cmd: list[str], env: dict, stdin: int | None = None) -> subprocess.Popen:
+    """`cmd` in a session of its own (Ctrl-C reaches the stack only, which stops them in order); the log line
+    names its pid. A command line holds no secret: everything secret goes through the environment or stdin."""
     if shutil.which(cmd[0]) is None and not Path(cmd[0]).exists():
         cmd = [str(Path(sys.executable).parent / cmd[0]), *cmd[1:]]  # a venv's script, not on PATH
-    print(f"laya-stack: starting {name}: {' '.join(cmd)}", file=sys.stderr)
-    return subprocess.Popen(cmd, env=env, start_new_session=True)  # Ctrl-C reaches us only; we stop them in order
+    proc = subprocess.Popen(cmd, env=env, stdin=stdin, start_new_session=True)
+    print(f"laya-stack: started {name}, pid {proc.pid}: {' '.join(cmd)}", file=sys.stderr)
+    return proc
+
+
+def kill_leftovers(proc: subprocess.Popen) -> None:
+    """Kill what is left of a stopped child's process group: the gunicorn workers of a killed API master would
+    hold its port (and serve on, unsupervised) while a fresh one tries to bind it."""
+    with contextlib.suppress(ProcessLookupError):  # nothing was left
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def healthy(url: str) -> bool:

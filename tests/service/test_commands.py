@@ -30,6 +30,9 @@ def test_every_command_has_help_and_version(command):
         ("laya-api", "LAYA_PORT", "eighty"),
         ("laya-api", "LAYA_TRACE", "perhaps"),
         ("laya-stack", "LAYA_BATCH_CHUNK", "1.5"),
+        ("laya-stack", "LAYA_PORT", "eighty"),  # the API's, checked before anything starts
+        ("laya-stack", "LAYA_REDIS_MAXMEMORY", "lots"),
+        ("laya-stack", "LAYA_REDIS_MAXMEMORY", "0"),  # no bound at all
     ],
 )
 def test_a_bad_setting_is_one_line_and_status_2(tmp_path, command, variable, value):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from importlib import metadata
 from pathlib import Path
 
@@ -26,6 +27,11 @@ READS = {
     "laya-bundle": set(),
 }
 TARGET_OF = {"api": "api", "worker": "worker", "worker-typed-decisions": "worker", "bundle": "bundle"}
+# what compose needs in the environment (or .env) for any command
+REQUIRED = {"LAYA_REDIS_PASSWORD": "pw-0123abcd", "LAYA_CHECKPOINT_DIR": "/ckpt"}
+REDIS_URL_SERVICES = ("api", "worker", "worker-typed-decisions")
+# compose's interpolation: $$, $VAR, ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error}
+INTERPOLATION = re.compile(r"\$(?:(\$)|(\w+)|\{(\w+)(?:(:?[-?])([^}]*))?\})")
 
 
 def dockerfile_stages() -> dict[str, list[tuple[str, str]]]:
@@ -59,6 +65,46 @@ def env_of(name: str) -> set[str]:
 @pytest.fixture(scope="module")
 def services() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+
+
+def interpolated(value: object, env: dict[str, str]) -> object:
+    """`value` (the compose file or a part of it) as compose reads it with `env`; ValueError where a required
+    variable is missing, with compose's message."""
+    if isinstance(value, dict):
+        return {key: interpolated(item, env) for key, item in value.items()}
+    if isinstance(value, list):
+        return [interpolated(item, env) for item in value]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(m: re.Match) -> str:
+        if m[1]:
+            return "$"
+        name, form, word = m[2] or m[3], m[4] or "", m[5] or ""
+        unset = name not in env or (form.startswith(":") and env[name] == "")
+        if unset and form.endswith("?"):
+            raise ValueError(f"{name}: {word}")
+        return word if unset and form.endswith("-") else env.get(name, "")
+
+    return INTERPOLATION.sub(substitute, value)
+
+
+def composed(**env: str) -> dict:
+    """The services as compose runs them with REQUIRED and `env` set."""
+    return interpolated(yaml.safe_load((ROOT / "docker-compose.yml").read_text()), {**REQUIRED, **env})["services"]
+
+
+def redis_server_argv(redis: dict) -> list[str]:
+    """The redis-server arguments the redis service's `sh -c` runs, its $VARIABLES taken from its environment."""
+    shell, flag, script = redis["command"]
+    assert (shell, flag) == ("sh", "-c")
+    words = [re.sub(r"\$(\w+)", lambda m: redis["environment"][m[1]], word) for word in shlex.split(script)]
+    assert words[:3] == ["exec", "docker-entrypoint.sh", "redis-server"]  # the image's entrypoint: user redis
+    return words[3:]
+
+
+def option(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
 
 
 def test_every_service_builds_its_roles_target(services):
@@ -127,13 +173,49 @@ def test_workers_one_per_model_each_with_its_checkpoint_and_gpu(services):
 
 
 def test_redis_keeps_its_append_only_file_and_every_service_is_health_checked(services):
-    redis = services["redis"]
-    assert redis["command"][redis["command"].index("--appendonly") + 1] == "yes"
+    redis = composed()["redis"]
+    assert option(redis_server_argv(redis), "--appendonly") == "yes"
     assert any(v.endswith(":/data") for v in redis["volumes"])
     for name in ("redis", "api", "worker", "worker-typed-decisions"):
         assert services[name]["healthcheck"]["test"][0] == "CMD"
         assert services[name]["restart"] in ("unless-stopped", "always")
     assert "/health" in " ".join(services["api"]["healthcheck"]["test"])
-    for name in ("api", "worker", "worker-typed-decisions"):
-        assert services[name]["environment"]["LAYA_REDIS_URL"] == "redis://redis:6379/0"
+    for name in REDIS_URL_SERVICES:
         assert services[name]["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_no_command_runs_without_a_redis_password():
+    with pytest.raises(ValueError, match="^LAYA_REDIS_PASSWORD: set LAYA_REDIS_PASSWORD"):
+        interpolated(yaml.safe_load((ROOT / "docker-compose.yml").read_text()), {"LAYA_CHECKPOINT_DIR": "/ckpt"})
+
+
+def test_redis_requires_the_password_every_url_carries_and_its_health_check_sends_it(services):
+    password = REQUIRED["LAYA_REDIS_PASSWORD"]
+    composed_services = composed()
+    with_url = {
+        name for name, service in composed_services.items() if "LAYA_REDIS_URL" in service.get("environment", {})
+    }
+    assert with_url == set(REDIS_URL_SERVICES)
+    for name in REDIS_URL_SERVICES:
+        assert composed_services[name]["environment"]["LAYA_REDIS_URL"] == f"redis://:{password}@redis:6379/0"
+    redis = composed_services["redis"]
+    assert option(redis_server_argv(redis), "--requirepass") == password
+    assert redis["healthcheck"]["test"][:2] == ["CMD", "redis-cli"]
+    assert redis["environment"]["REDISCLI_AUTH"] == password  # redis-cli's password, read from its environment
+    # the file names the password only through the environment
+    raw_script = services["redis"]["command"][2]
+    assert option(shlex.split(raw_script), "--requirepass") == "$$REDISCLI_AUTH"
+
+
+def test_redis_memory_is_bounded_and_never_evicts_queued_work():
+    argv = redis_server_argv(composed()["redis"])
+    assert option(argv, "--maxmemory") == "2gb" and option(argv, "--maxmemory-policy") == "noeviction"
+    assert option(redis_server_argv(composed(LAYA_REDIS_MAXMEMORY="512mb")["redis"]), "--maxmemory") == "512mb"
+
+
+def test_the_api_is_published_on_loopback_and_requires_a_key_unless_told_otherwise():
+    api = composed()["api"]
+    assert api["ports"] == ["127.0.0.1:8080:8080"]
+    assert api["environment"]["LAYA_REQUIRE_API_KEY"] == "1"
+    api = composed(LAYA_BIND="0.0.0.0", LAYA_REQUIRE_API_KEY="0")["api"]
+    assert api["ports"] == ["0.0.0.0:8080:8080"] and api["environment"]["LAYA_REQUIRE_API_KEY"] == "0"
