@@ -1,9 +1,12 @@
-"""Batch scoring: POST /v1/batches (shared questions over many states, or JSON lines) -> 202; GET pages results."""
+"""Batch scoring: POST /v1/batches (shared questions over many states, or JSON lines) -> 202 (503 + Retry-After past
+LAYA_MAX_QUEUED_BATCHES); GET pages results; DELETE cancels a queued batch or stops a running one at its next
+window."""
 
 from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from app import memory
 from app.dispatch import dispatcher, wait_if_asked
 from app.errors import ApiError
 from app.payloads import batch_request
@@ -15,15 +18,13 @@ bp = Blueprint("batches", __name__, url_prefix="/v1/batches")
 
 @bp.post("")
 def submit():
-    batch, model, total = batch_request()
+    argument, items = batch_request()
+    model = argument["model"]
     d = dispatcher()
-    d.require_ready(model)
-    batch_id = d.submit_batch(batch, model=model, total=total)
-    return (
-        jsonify({"id": batch_id, "status": "queued"}),
-        202,
-        {"Location": f"/v1/batches/{batch_id}", "x-laya-model": model},
-    )
+    batch_id = d.submit_batch(argument, items, d.admit(model))
+    response = jsonify({"id": batch_id, "status": "queued"})
+    response.call_on_close(memory.give_back)  # once this request's objects are freed
+    return response, 202, {"Location": f"/v1/batches/{batch_id}", "x-laya-model": model}
 
 
 @bp.get("/<batch_id>")
@@ -38,6 +39,15 @@ def fetch(batch_id: str):
     wait_if_asked(batch_id, "batch", page["wait"])
     body, results = dispatcher().batch(batch_id, offset=page["offset"], limit=limit)
     return page_response(body, results)
+
+
+@bp.delete("/<batch_id>")
+def cancel(batch_id: str):
+    """Progress of the cancelled batch (what it stored stays readable). :raise 404: unknown id. :raise 409: done."""
+    d = dispatcher()
+    d.cancel(batch_id, "batch")
+    body, _ = d.batch(batch_id, offset=0, limit=current_app.config["BATCH_PAGE_SIZE"])
+    return jsonify(body)
 
 
 def page_response(body: dict, results: list[bytes]) -> Response:

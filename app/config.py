@@ -23,6 +23,11 @@ SETTINGS = {
         "LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL, "broker and results (redis://, rediss://, redis://:password@...)"
     ),
     "API_KEY": Setting("LAYA_API_KEY", "", "bearer token every /v1 route requires (empty: no auth)"),
+    "REQUIRE_API_KEY": Setting(
+        "LAYA_REQUIRE_API_KEY",
+        False,
+        "1: refuse to start without LAYA_API_KEY (docker-compose.yml sets it; 0 opens the API on purpose)",
+    ),
     "MODELS": Setting(
         "LAYA_MODELS",
         "english",
@@ -39,6 +44,14 @@ SETTINGS = {
     ),
     "MAX_BATCH_BYTES": Setting("LAYA_MAX_BATCH_BYTES", 64 * MIB, "body cap of /v1/batches"),
     "MAX_BATCH_STATES": Setting("LAYA_MAX_BATCH_STATES", 10000, "most states (or JSON lines) in one batch"),
+    "MAX_QUEUED_JOBS": Setting(
+        "LAYA_MAX_QUEUED_JOBS", 1000, "jobs queued per model past which POST /v1/jobs answers 503 with Retry-After"
+    ),
+    "MAX_QUEUED_BATCHES": Setting(
+        "LAYA_MAX_QUEUED_BATCHES",
+        8,
+        "batches queued per model past which POST /v1/batches answers 503 with Retry-After",
+    ),
     "BATCH_PAGE_SIZE": Setting("LAYA_BATCH_PAGE_SIZE", 1000, "most results in one GET /v1/batches/<id> page"),
     "API_CONNECTIONS": Setting(
         "LAYA_API_CONNECTIONS",

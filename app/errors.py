@@ -37,7 +37,7 @@ class ApiError(Exception):
             raise ValueError(f"unknown error kind {kind!r}")
         super().__init__(detail)
         self.kind, self.detail = kind, detail
-        self.extra = {k: v for k, v in extra.items() if v is not None}  # field, id, models
+        self.extra = {k: v for k, v in extra.items() if v is not None}  # field, id, models, retry_after
 
     @property
     def status(self) -> int:
@@ -72,6 +72,8 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(e: ApiError):
         headers = {"WWW-Authenticate": "Bearer"} if e.kind == "unauthorized" else {}
+        if "retry_after" in e.extra:
+            headers["Retry-After"] = str(e.extra["retry_after"])
         return jsonify(e.to_dict()), e.status, headers
 
     @app.errorhandler(ValidationError)
@@ -96,10 +98,13 @@ def init_app(app: Flask) -> None:
 
 
 def _unavailable_error(e: Exception) -> ApiError | None:
-    """503 for a broker or Redis that cannot be reached, whichever client raised it."""
+    """503 for a broker or Redis that cannot be reached, whichever client raised it, or that is full (it refuses
+    writes past its memory bound rather than evicting queued work)."""
     from kombu.exceptions import OperationalError
-    from redis.exceptions import ConnectionError, TimeoutError
+    from redis.exceptions import ConnectionError, OutOfMemoryError, TimeoutError
 
     if isinstance(e, ConnectionError | TimeoutError | OperationalError):
         return ApiError("unavailable", f"the broker cannot be reached ({type(e).__name__})")
+    if isinstance(e, OutOfMemoryError):
+        return ApiError("overloaded", "Redis is at its memory bound; nothing was queued", retry_after=30)
     return None

@@ -33,7 +33,9 @@ class FleetCollector:
         self.dispatcher, self.models = dispatcher, models
 
     def collect(self):
-        depth = GaugeMetricFamily("laya_queue_depth", "Tasks waiting in the model's queue", labels=["model"])
+        depth = GaugeMetricFamily(
+            "laya_queue_depth", "Tasks waiting in the model's queue of each class of work", labels=["model", "class"]
+        )
         ready = GaugeMetricFamily("laya_workers_ready", "Workers warm and serving the model", labels=["model"])
         executor = HistogramMetricFamily(
             "laya_executor_seconds", "Engine time per task (batch: per chunk)", labels=["model"]
@@ -41,7 +43,8 @@ class FleetCollector:
         try:
             ready_counts = ready_workers(self.dispatcher.workers(), self.models)
             for model in self.models:
-                depth.add_metric([model], self.dispatcher.queue_depth(model))
+                for work_class, waiting in self.dispatcher.queue_depths(model).items():
+                    depth.add_metric([model, work_class], waiting)
                 ready.add_metric([model], ready_counts[model])
                 counts = self.dispatcher.executor_histogram(model)
                 cumulative = itertools.accumulate(counts.get(f"bucket:{b}", 0.0) for b in contract.EXECUTOR_BUCKETS)

@@ -87,8 +87,14 @@ def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) ->
         return {**response, "headers": {"x-laya-model": header}}
 
     def errors(*statuses: int) -> dict:
-        kinds = {s: k for k, s in ERROR_STATUS.items()}
-        return {str(s): answer("Error", kinds[s]) for s in statuses}
+        kinds: dict[int, list[str]] = {}
+        for kind, status in ERROR_STATUS.items():
+            kinds.setdefault(status, []).append(kind)
+        out = {str(s): answer("Error", " or ".join(kinds[s])) for s in statuses}
+        if "503" in out:
+            retry = {"description": "overloaded: seconds until the queue ahead should have room", "schema": {}}
+            out["503"] = {**out["503"], "headers": {"Retry-After": {**retry, "schema": {"type": "integer"}}}}
+        return out
 
     submit_errors = errors(400, 401, 413, 415, 422, 500, 503)
     id_param = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
@@ -142,7 +148,12 @@ def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) ->
                     "summary": "A job's status, and its result when done",
                     "parameters": id_param + wait_param,
                     "responses": {"200": answer("Job", "status"), **errors(401, 404, 422, 503)},
-                }
+                },
+                "delete": {
+                    "summary": "Cancel a queued or running job (its worker skips it)",
+                    "parameters": id_param,
+                    "responses": {"200": answer("Job", "cancelled"), **errors(401, 404, 409, 503)},
+                },
             },
             "/v1/batches": {
                 "post": {
@@ -164,7 +175,16 @@ def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) ->
                     "summary": "A batch's progress and a page of results, in input order",
                     "parameters": id_param + page_params,
                     "responses": {"200": answer("BatchStatus", "progress and results"), **errors(401, 404, 422, 503)},
-                }
+                },
+                "delete": {
+                    "summary": "Cancel a queued batch, or stop a running one at its next window (its results so far "
+                    "stay readable)",
+                    "parameters": id_param,
+                    "responses": {
+                        "200": answer("BatchStatus", "cancelled, with its progress"),
+                        **errors(401, 404, 409),
+                    },
+                },
             },
             "/health": {
                 "get": {

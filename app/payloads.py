@@ -17,20 +17,19 @@ CHUNK_BYTES = 64 * 1024
 REQUEST_SCHEMA = RequestSchema()
 
 
-def read_body(limit: int) -> bytes:
+def read_body(limit: int) -> bytearray:
     """The raw body, refused once more than `limit` bytes have arrived, whatever Content-Length claimed.
 
     :raise 413: the body (or its declared length) is over `limit`.
     """
     if request.content_length is not None and request.content_length > limit:
         raise _too_large(limit)
-    chunks, size = [], 0
+    body = bytearray()  # grown in place: a list of chunks joined at the end held the body twice
     while chunk := _read_chunk():
-        size += len(chunk)
-        if size > limit:
+        if len(body) + len(chunk) > limit:
             raise _too_large(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+        body += chunk
+    return body
 
 
 def _read_chunk() -> bytes:
@@ -53,10 +52,17 @@ def require_content_type(*allowed: str) -> str:
     return request.mimetype
 
 
-def parse_json(body: bytes, where: str = "body") -> object:
-    """:raise 400: not JSON (NaN and Infinity are not), or nested too deeply (contract.read_json)."""
+def parse_json(body: bytes | bytearray, where: str = "body") -> object:
+    """:raise 400: not JSON (NaN and Infinity are not), or nested too deeply (contract.read_json).
+
+    A bytearray is emptied once decoded, before it is parsed: the bytes, their text and the values parsed from it
+    would otherwise be held at once (a maximal batch: 64 MB each).
+    """
     try:
-        return contract.read_json(body)
+        text = body.decode("utf-8")  # UTF-8 only (RFC 8259 8.1)
+        if isinstance(body, bytearray):
+            body.clear()
+        return contract.read_json(text)
     except ValueError as e:  # UnicodeDecodeError included
         raise ApiError("bad_request", f"{where} is not valid JSON: {e}") from None
 
@@ -69,15 +75,16 @@ def request_payload() -> dict:
     return payload
 
 
-def batch_request() -> tuple[dict, str, int]:
-    """(task argument, model, number of states) of a POST /v1/batches body: JSON or JSON lines."""
+def batch_request() -> tuple[dict, list]:
+    """(task argument {"model", "total", "questions"?}, its items: the states, or the requests) of a POST
+    /v1/batches body: JSON (shared questions over many states) or JSON lines (one request per line)."""
     kind = require_content_type(JSON_TYPE, *JSON_LINES_TYPES)
     body = read_body(current_app.config["MAX_BATCH_BYTES"])
     max_states = current_app.config["MAX_BATCH_STATES"]
     if kind == JSON_TYPE:
         batch = BatchSchema(max_states=max_states).load(parse_json(body))
-        batch["model"] = resolved_model(batch["model"])
-        return batch, batch["model"], len(batch["states"])
+        argument = {"model": resolved_model(batch["model"]), "total": len(batch["states"])}
+        return {**argument, "questions": batch["questions"]}, batch["states"]
     requests = _json_lines(body, max_states)
     model = requests[0]["model"]
     for number, payload in enumerate(requests, start=1):
@@ -87,7 +94,7 @@ def batch_request() -> tuple[dict, str, int]:
                 f"line {number}: model {payload['model']!r}; a batch serves one model (line 1: {model!r})",
                 field=f"lines.{number}.model",
             )
-    return {"requests": requests}, model, len(requests)
+    return {"model": model, "total": len(requests)}, requests
 
 
 def _json_lines(body: bytes, max_states: int) -> list[dict]:

@@ -15,7 +15,7 @@ from worker import contract
 
 QUESTION_TYPES = ("noul", "choice", "score")
 MAX_OFFSET = 10**9
-JOB_STATUSES = ("queued", "running", "done", "failed")
+JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
 
 
 def _check_state(value: object) -> None:
@@ -122,6 +122,9 @@ class ErrorSchema(Schema):
     detail = fields.String(required=True)
     field = fields.String(metadata={"description": "the request field at fault, dotted"})
     id = fields.String(metadata={"description": "the job id (504: fetch the answer from /v1/jobs/<id>)"})
+    retry_after = fields.Integer(
+        metadata={"description": "503: seconds after which the work queued ahead should have room (Retry-After)"}
+    )
 
 
 class SubmittedSchema(Schema):

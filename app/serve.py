@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"laya-api: {e}", file=sys.stderr)
         return 2
+    if settings["REQUIRE_API_KEY"] and not settings["API_KEY"]:
+        print("laya-api: LAYA_REQUIRE_API_KEY=1 but LAYA_API_KEY is empty; set a key (or 0 opens it)", file=sys.stderr)
+        return 2
     metrics_dir = None
     if settings["API_PROCESSES"] > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="laya-api-metrics-")

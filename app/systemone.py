@@ -1,4 +1,5 @@
-"""POST /v1/systemone: enqueue one request and block for its answer (504 with the job id past the timeout)."""
+"""POST /v1/systemone: enqueue one request and block for its answer (504 with the job id past the timeout; 503 with
+Retry-After at once when the sync requests queued ahead cannot be answered within it)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ def systemone() -> Response:
     payload = request_payload()
     tracing.stamp("api_validated")
     d = dispatcher()
-    d.require_ready(payload["model"])
+    fleet = d.admit(payload["model"])
     tracing.stamp("api_ready")
     submitted_at = time.time()
-    job_id, envelope = d.call(payload, current_app.config["SYNC_TIMEOUT_S"], trace=tracing.active())
+    job_id, envelope = d.call(payload, fleet, current_app.config["SYNC_TIMEOUT_S"], trace=tracing.active())
     tracing.stamp("api_woke")
     if not envelope.get("ok"):
         raise from_envelope(envelope)

@@ -23,6 +23,7 @@ Writes faults.json into --output.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -33,6 +34,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from laya_common import queues
 from recipe.client import Client
 from recipe.load import REQUESTS, answers_alone
 from recipe.provenance import versions
@@ -61,7 +63,7 @@ class Load:
         self.sync: list[dict] = []  # every sync call: status, seconds, equal (200s), job id (504s)
         self.submit_statuses: Counter = Counter()
         self.health: list[tuple[float, int | None]] = []
-        self._stop = threading.Event()
+        self._stop, self._paused = threading.Event(), threading.Event()
         self._threads = [threading.Thread(target=self._caller, args=(k,), daemon=True) for k in range(CALLERS)]
         self._threads.append(threading.Thread(target=self._poll_health, daemon=True))
 
@@ -75,9 +77,21 @@ class Load:
         for t in self._threads:
             t.join()
 
+    @contextlib.contextmanager
+    def paused(self):
+        """The callers send nothing new meanwhile (the /health poller goes on)."""
+        self._paused.set()
+        try:
+            yield
+        finally:
+            self._paused.clear()
+
     def _caller(self, k: int) -> None:
         client, j = Client(self.stack.frontend, timeout_s=SYNC_TIMEOUT_S + 50), k
         while not self._stop.is_set():
+            if self._paused.is_set():
+                time.sleep(0.05)
+                continue
             i, j = j % len(REQUESTS), j + 1
             body = json.dumps(REQUESTS[i]).encode()
             try:
@@ -136,7 +150,9 @@ def held(redis) -> dict[bytes, str]:
 
 def pending(redis, task_ids: set[str]) -> bool:
     """Some of `task_ids` is still queued or taken and unacknowledged."""
-    queued = {json.loads(m)["headers"]["id"] for m in redis.lrange(contract.queue_name("english"), 0, -1)}
+    queued = {
+        json.loads(m)["headers"]["id"] for queue in queues.queue_names("english") for m in redis.lrange(queue, 0, -1)
+    }
     return bool(task_ids & (queued | set(held(redis).values())))
 
 
@@ -146,63 +162,64 @@ def worker_kill(stack: Stack, load: Load) -> dict:
 
     redis, client, kills, batch_id = Redis.from_url(stack.redis_url), Client(stack.frontend, trace=False), [], None
     states = [f"batch state {i}: " + "my card was charged twice " * (5 + i % 7) for i in range(BATCH_STATES)]
+    batch_body = json.dumps({"states": states, "questions": REQUESTS[1]["questions"]}).encode()
 
     def batch_done() -> int:
         return json.loads(client.request("GET", f"/v1/batches/{batch_id}")[2])["done"]
 
     for n, target in enumerate(KILL_TARGETS, start=1):
-        if target == "batch":
-            status, _, body = client.request(
-                "POST", "/v1/batches", json.dumps({"states": states, "questions": REQUESTS[1]["questions"]}).encode()
-            )
-            assert status == 202, body
-            batch_id = json.loads(body)["id"]
-            wait_until(lambda: 0 < batch_done() < BATCH_STATES, 120, "the batch to be under way")
-        worker, done_at_kill = next(w for w in stack.workers if w.poll() is None), None
-        for _ in range(KILL_TRIES):  # until the kill finds a task in hand (between two, it is retried)
+        # a batch runs only while no sync request or job waits (laya_common.queues): the callers pause for it
+        with load.paused() if target == "batch" else contextlib.nullcontext():
+            if target == "batch":
+                status, _, body = client.request("POST", "/v1/batches", batch_body)
+                assert status == 202, body
+                batch_id = json.loads(body)["id"]
+                wait_until(lambda: 0 < batch_done() < BATCH_STATES, 120, "the batch to be under way")
+            worker, done_at_kill = next(w for w in stack.workers if w.poll() is None), None
+            for _ in range(KILL_TRIES):  # until the kill finds a task in hand (between two, it is retried)
+                wait_until(
+                    lambda t=target, b=batch_id: any((i == b) == (t == "batch") for i in held(redis).values()),
+                    60,
+                    f"the worker to hold a {target}",
+                )
+                done_at_kill = batch_done() if target == "batch" else None
+                stop(worker, signal.SIGKILL)
+                orphans = held(redis)  # nobody acknowledges anything now: what the dead worker held
+                if any((i == batch_id) == (target == "batch") for i in orphans.values()):
+                    break
+                worker = stack.start_worker()
+                stack.wait_ready(worker)
+            t0 = time.monotonic()
+            fresh = stack.start_worker()
+            stack.wait_ready(fresh)
+            warm = time.monotonic()
+            # redelivered: back on the queue (same delivery tag); finished: run and acknowledged
             wait_until(
-                lambda t=target, b=batch_id: any((i == b) == (t == "batch") for i in held(redis).values()),
-                60,
-                f"the worker to hold a {target}",
+                lambda o=orphans: (
+                    not any(redis.hexists(Channel.unacked_key, tag) for tag in o)
+                    or set(o.values()) - set(held(redis).values())
+                ),
+                120,
+                "the killed worker's task to be redelivered",
+                interval_s=TIMING_STEP_S,
             )
-            done_at_kill = batch_done() if target == "batch" else None
-            stop(worker, signal.SIGKILL)
-            orphans = held(redis)  # nobody acknowledges anything now: what the dead worker held
-            if any((i == batch_id) == (target == "batch") for i in orphans.values()):
-                break
-            worker = stack.start_worker()
-            stack.wait_ready(worker)
-        t0 = time.monotonic()
-        fresh = stack.start_worker()
-        stack.wait_ready(fresh)
-        warm = time.monotonic()
-        # redelivered: back on the queue (same delivery tag); finished: run and acknowledged
-        wait_until(
-            lambda o=orphans: (
-                not any(redis.hexists(Channel.unacked_key, tag) for tag in o)
-                or set(o.values()) - set(held(redis).values())
-            ),
-            120,
-            "the killed worker's task to be redelivered",
-            interval_s=TIMING_STEP_S,
-        )
-        redelivered = time.monotonic()
-        wait_until(
-            lambda o=orphans: not pending(redis, set(o.values())),
-            300,
-            "the killed worker's task to finish",
-            TIMING_STEP_S,
-        )
-        kills.append(
-            {
-                "kill": n,
-                "held": target,
-                "batch_done_at_kill": done_at_kill,
-                "fresh_worker_warm_after_kill_s": warm - t0,
-                "redelivered_after_warm_s": redelivered - warm,
-                "finished_after_warm_s": time.monotonic() - warm,
-            }
-        )
+            redelivered = time.monotonic()
+            wait_until(
+                lambda o=orphans: not pending(redis, set(o.values())),
+                300,
+                "the killed worker's task to finish",
+                TIMING_STEP_S,
+            )
+            kills.append(
+                {
+                    "kill": n,
+                    "held": target,
+                    "batch_done_at_kill": done_at_kill,
+                    "fresh_worker_warm_after_kill_s": warm - t0,
+                    "redelivered_after_warm_s": redelivered - warm,
+                    "finished_after_warm_s": time.monotonic() - warm,
+                }
+            )
     batch = wait_until(
         lambda: (b := json.loads(client.request("GET", f"/v1/batches/{batch_id}")[2]))["status"] == "done" and b,
         300,

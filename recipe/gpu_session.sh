@@ -10,6 +10,8 @@
 # compare      recipe.benchmark --compare: ours against laya stock bf16, laya fast and laya-cuda; batch scoring
 # service      recipe/gpu_service.sh: laya-stack with the cuda executor, compare_with_backend, a job, a batch
 # overhead     recipe.http_overhead on a private stack with the cuda executor, beside the bare Celery floor
+# beside       recipe.batch_beside_sync on a private stack with the cuda executor: sync 1x77 requests while a
+#              10,000-state batch runs, against each alone
 # overhead-ab  recipe/overhead_ab.sh: the same, alternating an older tree of the service (LAYA_AB_BASE, default
 #              ab_base/tree: git archive COMMIT app worker laya_common) with this one, twice
 # batch-ab     recipe/batch_ab.sh: /v1/batches end to end, alternating an older tree of the service (LAYA_AB_BASE,
@@ -52,6 +54,9 @@ for s in $steps; do
     overhead) LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized step overhead 120 python3 -m recipe.stack \
                 --checkpoint "$ckpt" --logs "$work/overhead/logs" -- python3 -m recipe.http_overhead \
                 --output "$work/overhead" --samples 1000 --per-client 40 ;;
+    beside) LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized step beside 300 python3 -m recipe.stack \
+              --checkpoint "$ckpt" --logs "$work/beside/logs" -- python3 -m recipe.batch_beside_sync \
+              --output "$work/beside" --states 10000 ;;
     overhead-ab) step overhead-ab 420 recipe/overhead_ab.sh "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" \
                    "$work/overhead-ab" ;;
     batch-ab) step batch-ab 420 recipe/batch_ab.sh "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" "$work/batch-ab" 3 ;;

@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from laya_common import queues
 from recipe.client import Client, add_service_arguments
 from recipe.provenance import versions
 from worker import contract
@@ -317,7 +318,7 @@ class Checker:
 
         def idle() -> bool:
             workers = contract.read_workers(self.redis)
-            return self.redis.llen(contract.queue_name("english")) == 0 and not any(w.get("task") for w in workers)
+            return self.queue_depth() == 0 and not any(w.get("tasks") for w in workers)
 
         deadline = time.monotonic() + timeout_s
         while not idle():
@@ -325,8 +326,11 @@ class Checker:
                 raise TimeoutError("the service did not go idle")
             time.sleep(0.1)
 
+    def queue_depth(self) -> int:
+        return sum(self.redis.llen(queue) for queue in queues.queue_names("english"))
+
     def redis_state(self) -> dict:
-        state = {"queue_depth": self.redis.llen(contract.queue_name("english"))}
+        state = {"queue_depth": self.queue_depth()}
         for pattern in KEY_PATTERNS:
             state[pattern] = sum(1 for _ in self.redis.scan_iter(match=pattern, count=1000))
         return state

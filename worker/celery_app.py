@@ -1,8 +1,9 @@
-"""`laya-worker`: the Celery worker that owns one executor (one GPU) and serves one model's queue.
+"""`laya-worker`: the Celery worker that owns one executor (one GPU) and serves one model's queues.
 
 One process does it all: it loads the checkpoint and answers a real warmup request, announces
 readiness in Redis (what /health reads), and only then starts Celery's solo pool on the model's
-queue, running each task in this process, one at a time. Tasks are acknowledged after their answer
+queues (one per class of work, taken in the order of laya_common.queues), running each task in this
+process, one at a time. Tasks are acknowledged after their answer
 is written (acks late, prefetch 1). If the process dies, the task it held goes back to the queue
 once its heartbeat has expired, taken by another worker or the next one to start. An executor
 failure stops the worker with status 1; run it under a supervisor that starts a fresh one.
@@ -31,7 +32,7 @@ def make_celery(settings: WorkerSettings) -> Celery:
             visibility_timeout_s=settings.visibility_timeout_s,
             health_check_interval_s=settings.health_check_interval_s,
         ),
-        task_default_queue=settings.queue,
+        task_default_queue=settings.queues[0],
         broker_transport=redis_transport.NAME,
         include=["worker.tasks"],
     )
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--concurrency",
                 "1",
                 "--queues",
-                settings.queue,
+                ",".join(settings.queues),
                 "--hostname",
                 f"{settings.model}.{os.getpid()}@%h",
                 "--loglevel",

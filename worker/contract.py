@@ -25,10 +25,12 @@ ERROR_STATUS = {
     "bad_request": 400,
     "unauthorized": 401,
     "not_found": 404,
+    "conflict": 409,
     "payload_too_large": 413,
     "unsupported_media_type": 415,
     "validation": 422,
     "executor_failure": 500,
+    "overloaded": 503,
     "unavailable": 503,
     "timeout": 504,
 }
@@ -121,20 +123,23 @@ def error_body(kind: str, detail: str, *, field: str | None = None, **extra: obj
     return body
 
 
-def read_json(text: bytes | str) -> object:
+def read_json(text: bytes | bytearray | str) -> object:
     """A request's JSON text as Python values, read strictly: ValueError saying why for text that is not
     JSON (bytes: not UTF-8 JSON), for the NaN and Infinity literals Python's json would let through
     (RFC 8259 has neither), and for arrays and objects nested deeper than LIMITS["max_json_depth"]."""
     limit = LIMITS["max_json_depth"]
     too_deep = f"arrays and objects nested deeper than {limit} levels"
+    is_text = isinstance(text, str)
     try:
         # UTF-8 only (RFC 8259 8.1), where json.loads would also read UTF-16 and UTF-32 bytes
-        value = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text, parse_constant=_not_json)
+        value = json.loads(text if is_text else text.decode("utf-8"), parse_constant=_not_json)
     except RecursionError:
         raise ValueError(too_deep) from None
-    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    if raw.count(b"[") + raw.count(b"{") > limit and json_depth(raw) > limit:
-        raise ValueError(too_deep)
+    # counting brackets first: only text with many is encoded again (for a str) and walked
+    if text.count("[" if is_text else b"[") + text.count("{" if is_text else b"{") > limit:
+        raw = text.encode("utf-8", "surrogatepass") if is_text else text
+        if json_depth(raw) > limit:
+            raise ValueError(too_deep)
     return value
 
 
@@ -149,7 +154,7 @@ for _opening, _closing in (b"[]", b"{}"):
     _NESTING_STEP[_opening], _NESTING_STEP[_closing] = 1, -1
 
 
-def json_depth(text: bytes) -> int:
+def json_depth(text: bytes | bytearray) -> int:
     """How deep arrays and objects nest in valid JSON text, counted in C-speed passes (a Python walk of a
     1 MB body of small arrays would hold the API's interpreter lock for a tenth of a second or more)."""
     brackets = _JSON_STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
@@ -193,30 +198,15 @@ WORKERS_KEY = "laya:workers"  # set of every worker key ever announced; expired 
 EXECUTOR_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
-def queue_name(model: str) -> str:
-    """The Celery queue of one model: every worker serving `model` consumes it."""
-    return f"laya.{model}"
-
-
 def worker_key(model: str, node: str) -> str:
-    """A worker's heartbeat: JSON {"state": "ready"|"failed", "task", "delivery_tag", ...}, expiring unless
-    refreshed; "task" is the id of the task it is running (null between tasks)."""
+    """A worker's heartbeat: JSON {"state": "ready"|"failed", "tasks", "drain", ...}, expiring unless refreshed;
+    "tasks" lists [id, delivery tag] of each task it is running (worker.heartbeat)."""
     return f"laya:worker:{model}:{node}"
 
 
 def worker_node() -> str:
-    """This process's name in its worker record ("node") and in its taken-messages key."""
+    """This process's name in its worker record ("node")."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-TAKEN_PREFIX = "laya:taken:"
-
-
-def taken_key(node: str) -> str:
-    """The list a worker's queue consumer moves each message onto as it takes it (worker.redis_transport), from
-    which the message's unacknowledged record removes it: what a worker that died in between leaves here,
-    another puts back on its queue (worker.redelivery)."""
-    return TAKEN_PREFIX + node
 
 
 def read_workers(redis) -> list[dict]:
@@ -242,6 +232,11 @@ def result_key(job_id: str) -> str:
 def job_key(job_id: str) -> str:
     """A submitted job or batch: JSON {"kind": "job"|"batch", "model", "total"?}; its existence means 'known id'."""
     return f"laya:job:{job_id}"
+
+
+def batch_input_key(batch_id: str) -> str:
+    """A batch's input as a Redis list in input order: one JSON text per state, or per request (JSON lines)."""
+    return f"laya:batch:{batch_id}:input"
 
 
 def batch_results_key(batch_id: str) -> str:

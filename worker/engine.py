@@ -6,8 +6,9 @@ import contextlib
 import itertools
 import json
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from laya_common.checkpoint import check_checkpoint
 from laya_common.model import ModelConfig
@@ -109,7 +110,9 @@ class Engine:
         """Each payload's response or error body, in order; rows of several payloads share forward passes."""
         return [result for _, results in self._decide_windows(payloads, [(0, len(payloads))]) for result in results]
 
-    def decide_in_windows(self, payloads: list[dict], window: int) -> Iterator[tuple[int, list[dict]]]:
+    def decide_in_windows(
+        self, payloads: Sequence[dict], window: int, *, let_pass: LetPass | None = None
+    ) -> Iterator[tuple[int, list[dict]]]:
         """(start, the responses or error bodies of the window's payloads) for each window in turn: at most
         `window` payloads, the first windows shorter (`_window_bounds`).
 
@@ -119,10 +122,15 @@ class Engine:
         holding as many passes as it can (`passes_in_flight`): a pass is read only when the next one needs
         its place, and the next window's payloads are prepared between the launches, so the GPU runs while
         the host decodes, prepares what follows, and the caller stores a window's results.
-        """
-        return self._decide_windows(payloads, _window_bounds(len(payloads), max(1, window)))
 
-    def _decide_windows(self, payloads: list[dict], bounds: list[tuple[int, int]]) -> Iterator[tuple[int, list[dict]]]:
+        Before each pass, `let_pass.wanted()` may ask for the executor: the passes in flight are then read, and
+        `let_pass.run()` runs other requests (each its own passes) before this one goes on.
+        """
+        return self._decide_windows(payloads, _window_bounds(len(payloads), max(1, window)), let_pass)
+
+    def _decide_windows(
+        self, payloads: Sequence[dict], bounds: list[tuple[int, int]], let_pass: LetPass | None = None
+    ) -> Iterator[tuple[int, list[dict]]]:
         # As many passes as the executor holds stay launched while the host works: the oldest is read only when
         # the next pass needs its place, so the GPU still has a pass queued while the host decodes, prepares
         # and (between windows) the caller stores a window's results. A window is yielded once its last pass
@@ -144,6 +152,10 @@ class Engine:
                 following = range(*bounds[k + 1]) if k + 1 < len(bounds) else range(0)
                 for g, piece in enumerate(_split(following, [_tokens(refs) for refs in passes] or [1])):
                     if g < len(passes):
+                        if let_pass is not None and let_pass.wanted():
+                            while in_flight:
+                                self._finish(*in_flight.popleft())
+                            let_pass.run()
                         if len(in_flight) == depth:
                             self._finish(*in_flight.popleft())
                         in_flight.append((passes[g], self._launch([p.rows[j] for _, p, j in passes[g]]), current))
@@ -158,7 +170,7 @@ class Engine:
             for _, pending, _ in in_flight:
                 _drain(pending)
 
-    def _prepare_window(self, payloads: list[dict], indices: range, into: _Window | None = None) -> _Window:
+    def _prepare_window(self, payloads: Sequence[dict], indices: range, into: _Window | None = None) -> _Window:
         into = _Window() if into is None else into
         for i in indices:
             try:
@@ -261,6 +273,14 @@ class Engine:
 
     def _failed(self, error: Exception) -> ExecutorError:
         return ExecutorError(f"{self.executor.name} executor failed: {type(error).__name__}: {error}")
+
+
+class LetPass(Protocol):
+    """What a batch lets run between two of its passes (worker.let_pass)."""
+
+    def wanted(self) -> bool: ...
+
+    def run(self) -> None: ...
 
 
 class _Window:

@@ -2,9 +2,11 @@
 
 `/health` is 200 only while some worker's key says "ready"; the key is written after a real warmup,
 refreshed by a thread every third of its TTL, and replaced by a "failed" record when the executor fails.
-Each refresh also says which task the worker is running ("task", "delivery_tag"): that is how a job
-reads "running", and how the other workers tell a task held by a live worker from one a dead worker
-left behind (worker.redelivery), which each beat then looks for.
+Each refresh also says which tasks the worker is running ("tasks": [[id, delivery tag], ...]: a batch, and a
+request it lets pass between two of its windows): that is how a job reads "running", and how the other
+workers tell a task held by a live worker from one a dead worker left behind (worker.redelivery), which each
+beat then looks for. And it says how fast the worker drains each class of work ("drain"), from which the API
+tells a caller that the work queued ahead cannot be done in time.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ class Heartbeat:
         self.redis, self.ttl_s, self.after_beat = redis, ttl_s, after_beat
         self.key = contract.worker_key(model, node)
         self.record = {"model": model, "node": node, **info}
-        self.task: tuple[str, str] | None = None  # (task id, delivery tag) of the task being run
+        self.tasks: dict[str, str | None] = {}  # task id -> delivery tag, of each task being run
+        self.drain = DrainRates()
         self._stop = threading.Event()
         self._lock = threading.Lock()  # a beat in flight never overwrites the failed record
         self._thread = threading.Thread(target=self._beat, name="laya-heartbeat", daemon=True)
@@ -72,14 +75,32 @@ class Heartbeat:
         log.warning("laya worker: heartbeat: %s: %s; next try in %.1f s", type(error).__name__, error, self.ttl_s / 3)
 
     def _publish(self, state: str, ttl_s: int, **extra: str) -> None:
-        task_id, tag = self.task or (None, None)
+        tasks = [list(task) for task in list(self.tasks.items())]  # a copy: the task thread changes it
         record = json.dumps(
-            {**self.record, "state": state, "at": time.time(), "task": task_id, "delivery_tag": tag, **extra}
+            {**self.record, "state": state, "at": time.time(), "tasks": tasks, "drain": self.drain.rates(), **extra}
         )
         pipe = self.redis.pipeline()
         pipe.set(self.key, record, ex=ttl_s)
         pipe.sadd(contract.WORKERS_KEY, self.key)
         pipe.execute()
+
+
+class DrainRates:
+    """Seconds a task of each class of work took, from taking it to storing its answer, as a moving average
+    (each new task weighs DRAIN_WEIGHT): batches per batch, the others per request."""
+
+    def __init__(self) -> None:
+        self._seconds: dict[str, float] = {}
+
+    def observe(self, work_class: str, seconds: float) -> None:
+        before = self._seconds.get(work_class)
+        self._seconds[work_class] = seconds if before is None else before + DRAIN_WEIGHT * (seconds - before)
+
+    def rates(self) -> dict[str, float]:
+        return dict(self._seconds)
+
+
+DRAIN_WEIGHT = 0.2
 
 
 def record_executor_seconds(pipe, model: str, seconds: float) -> None:

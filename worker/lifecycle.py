@@ -2,12 +2,16 @@
 
 `laya-worker` runs Celery's solo pool: the process that takes a task from Redis runs it, one at a time.
 It builds the engine and answers a real warmup first, announces readiness in Redis, and only then
-starts consuming the model's queue, so a warming worker holds no task that an idle one could run.
+starts consuming the model's queues, so a warming worker holds no task that an idle one could run.
 A task writes its envelope to its result key (which the API blocks on) in the same round trip as
 its metrics and its message's acknowledgement (acks late: the answer is written first; see
 worker.redis_transport). An executor failure answers that request with a 500 envelope, marks the
 worker failed, and asks Celery for a warm shutdown, which acknowledges the answered task and exits
 non-zero; a task that reaches a failed engine is requeued.
+A batch is scored in windows; between two of them, the sync requests and jobs waiting run first
+(worker.let_pass), so a batch holds an interactive caller for one window at most. A cancelled job or
+batch (its result key holds the cancellation) is acknowledged without being run; a running batch stops at
+its next window.
 A worker that dies whole leaves its task to the others, or to the next one to start (worker.redelivery).
 """
 
@@ -20,24 +24,30 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
+from laya_common import queues
 from worker import contract, redis_transport, tracing
+from worker.batch_input import BatchInput
+from worker.delivery import Delivery
 from worker.heartbeat import Heartbeat, executor_bucket, record_executor_seconds
+from worker.let_pass import LetPass
 from worker.redelivery import Redeliverer
 from worker.settings import WorkerSettings
 from worker.version import version_info
 
 log = logging.getLogger("laya.worker")
 
-# Appends a chunk of batch results only where the previous chunk ended: a batch that two workers run
-# at once (redelivered while its first worker, cut off from Redis, still ran it) is never written twice.
+# Appends a window of batch results only where the previous window ended: a batch that two workers run
+# at once (redelivered while its first worker, cut off from Redis, still ran it) is never written twice. And
+# not at all once the batch has a result: its cancellation (KEYS[2]).
 APPEND_AT = """
+if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) then return 0 end
 redis.call('RPUSH', KEYS[1], unpack(ARGV, 3))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
 """
+APPENDED, ELSEWHERE, CANCELLED = 1, 0, -1
 
 # A task's answer, then its executor-time observation (heartbeat.record_executor_seconds's three commands)
 # and its message's acknowledgement (worker.redis_transport), as one command: a pipeline of the eight
@@ -58,24 +68,6 @@ end
 """
 
 _runtime: Runtime | None = None
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """Which message a task came in: its id, kombu's delivery tag, and whether it is a redelivery."""
-
-    id: str
-    tag: str | None
-    redelivered: bool
-
-    @classmethod
-    def of(cls, request) -> Delivery:
-        """From Celery's task request."""
-        return cls(
-            request.id,
-            (request.properties or {}).get("delivery_tag"),
-            bool((request.delivery_info or {}).get("redelivered")),
-        )
 
 
 def start(settings: WorkerSettings, celery) -> Runtime:
@@ -105,7 +97,7 @@ def start(settings: WorkerSettings, celery) -> Runtime:
         with contextlib.suppress(Exception):  # Redis may be what failed
             heartbeat.fail(f"startup failed ({type(e).__name__}); see the worker's log")
         raise
-    log.info("laya worker: %s executor warm, serving queue %s", engine.executor.name, settings.queue)
+    log.info("laya worker: %s executor warm, serving queues %s", engine.executor.name, ", ".join(settings.queues))
     return _runtime
 
 
@@ -143,12 +135,16 @@ class Runtime:
         self.settings, self.engine, self.redis, self.heartbeat = settings, engine, redis, heartbeat
         self.failed = False
         self._append_at = redis.register_script(APPEND_AT)
+        self.let_pass = LetPass(self, every_s=settings.batch_yield_ms / 1000)
 
     def decide(self, delivery: Delivery, payload: dict, trace: dict[str, float] | None = None) -> None:
         """Answer one request: its envelope (response, or the error the API will answer with) goes to its result key."""
         tracing.stamp(trace, "task_started")
+        taken_at = time.perf_counter()
         with self._holding(delivery):
-            if self._answered_before(delivery):
+            # a job may have been cancelled while queued, a redelivered request answered before its worker died
+            if (delivery.work_class == "jobs" or delivery.redelivered) and self._has_result(delivery):
+                self._settle(delivery)
                 return
             tracing.stamp(trace, "engine_started")
             started_at, t0 = time.time(), time.perf_counter()
@@ -164,45 +160,87 @@ class Runtime:
                 envelope = contract.ok_envelope(response, _timings(started_at, seconds))
             tracing.stamp(trace, "engine_finished")
             self._store(delivery, envelope, executor_seconds=seconds, trace=trace)
+        self.heartbeat.drain.observe(delivery.work_class or "sync", time.perf_counter() - taken_at)
 
     def decide_batch(self, delivery: Delivery, batch: dict) -> None:
-        """Score a batch in chunks, appending each state's result to the batch's Redis list in input order.
+        """Score a batch ({"model", "total", "questions"?}, its states or requests in Redis: worker.batch_input) in
+        windows, appending each state's result to the batch's Redis list in input order; between two windows,
+        the sync requests and jobs waiting run first.
 
         States already in the list (a batch redelivered after its worker died) are not scored again.
         """
         with self._holding(delivery):
-            payloads, key = batch_payloads(batch), contract.batch_results_key(delivery.id)
+            if self._has_result(delivery):  # cancelled while queued (or finished before a redelivery)
+                self._settle(delivery)
+                return
+            key = contract.batch_results_key(delivery.id)
             started_at, t0 = time.time(), time.perf_counter()
             done = self.redis.llen(key)
-            chunks = self.engine.decide_in_windows(payloads[done:], self.settings.batch_chunk)
+            payloads = BatchInput(self.redis, delivery.id, batch, start=done)
+            windows = self.engine.decide_in_windows(payloads, self.settings.batch_chunk, let_pass=self.let_pass)
             while True:
-                chunk_t0 = time.perf_counter()
+                window_t0 = time.perf_counter()
                 try:
-                    start, results = next(chunks)
+                    start, results = next(windows)
                 except StopIteration:
                     break
                 except Exception as e:
                     self._store(delivery, self._failure(e))
                     return
-                if not self._append(key, done + start, results, time.perf_counter() - chunk_t0):
+                appended = self._append(delivery.id, done + start, results, time.perf_counter() - window_t0)
+                if appended == CANCELLED:
+                    log.info("laya worker: batch %s cancelled; stopping after %d states", delivery.id, done + start)
+                    windows.close()  # waits for the passes in flight, so the executor is free
+                    self._settle(delivery)
+                    return
+                if appended == ELSEWHERE:
                     log.warning("laya worker: batch %s is being scored elsewhere; leaving it", delivery.id)
                     return
-            timings = _timings(started_at, time.perf_counter() - t0)
-            self._store(delivery, contract.ok_envelope({"done": len(payloads)}, timings))
+            seconds = time.perf_counter() - t0
+            envelope = contract.ok_envelope({"done": batch["total"]}, _timings(started_at, seconds))
+            self._store(delivery, envelope, drop=contract.batch_input_key(delivery.id))
+        self.heartbeat.drain.observe("batches", seconds)
+
+    def refuse(self, delivery: Delivery, detail: str) -> None:
+        """Answer a message that cannot be run with a 400 envelope, and acknowledge it."""
+        self._store(delivery, contract.error_envelope("bad_request", detail))
+
+    def take_interactive(self) -> tuple[str, bytes] | None:
+        """The next waiting sync request or job of this worker's model ((queue, message as queued), recorded as
+        unacknowledged), or None."""
+        keys = queues.take_keys(self.settings.model)
+        taken = self.redis.eval(queues.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
+        return (taken[0].decode(), taken[1]) if taken else None
+
+    def interactive_waiting(self) -> bool:
+        pipe = self.redis.pipeline(transaction=False)
+        for work_class in queues.INTERACTIVE:
+            pipe.llen(queues.queue_name(self.settings.model, work_class))
+        return any(pipe.execute())
 
     @contextlib.contextmanager
     def _holding(self, delivery: Delivery) -> Iterator[None]:
         """While a task runs, the heartbeat names it: a job reads "running", and no other worker redelivers it."""
         self._refuse_if_failed()
-        self.heartbeat.task = (delivery.id, delivery.tag)
+        self.heartbeat.tasks[delivery.id] = delivery.tag
         try:
             yield
         finally:
-            self.heartbeat.task = None
+            self.heartbeat.tasks.pop(delivery.id, None)
 
-    def _answered_before(self, delivery: Delivery) -> bool:
-        """A redelivered task whose answer is stored already (its worker died before acknowledging it)."""
-        return delivery.redelivered and bool(self.redis.exists(contract.result_key(delivery.id)))
+    def _has_result(self, delivery: Delivery) -> bool:
+        """The task's result key holds an envelope: its answer (stored before its worker died) or its cancellation."""
+        return bool(self.redis.exists(contract.result_key(delivery.id)))
+
+    def _settle(self, delivery: Delivery) -> None:
+        """Acknowledge a task that leaves no answer (it was answered or cancelled before)."""
+        if delivery.tag is None:
+            return
+        pipe = self.redis.pipeline()
+        pipe.zrem(queues.UNACKED_INDEX_KEY, delivery.tag)
+        pipe.hdel(queues.UNACKED_KEY, delivery.tag)
+        pipe.execute()
+        redis_transport.acked(delivery.tag)
 
     def _store(
         self,
@@ -211,8 +249,10 @@ class Runtime:
         *,
         executor_seconds: float | None = None,
         trace: dict[str, float] | None = None,
+        drop: str | None = None,
     ) -> None:
-        """Write a task's envelope, its metrics and its trace, and acknowledge its message, in one round trip."""
+        """Write a task's envelope, its metrics and its trace, and acknowledge its message, in one round trip (and
+        delete the key `drop`: a finished batch's input)."""
         job_id, ttl_s = delivery.id, self.settings.result_ttl_s
         bucket = executor_bucket(executor_seconds) if executor_seconds is not None else None
         pipe = self.redis.pipeline(transaction=False)
@@ -222,8 +262,8 @@ class Runtime:
             contract.result_key(job_id),
             contract.job_key(job_id),  # a job record outlives its queue wait
             contract.executor_metrics_key(self.settings.model),
-            redis_transport.UNACKED_INDEX_KEY,
-            redis_transport.UNACKED_KEY,
+            queues.UNACKED_INDEX_KEY,
+            queues.UNACKED_KEY,
             json.dumps(envelope),
             ttl_s,
             bucket or "",
@@ -233,18 +273,23 @@ class Runtime:
         tracing.stamp(trace, "result_sent")  # the waiting API may wake before this call returns
         if trace is not None:
             contract.queue_trace(pipe, job_id, {**trace, "worker": self.heartbeat.record["node"]})
-        redis_transport.execute_after_record(pipe)  # the script removes the record: it goes in after it
+        if drop is not None:
+            pipe.delete(drop)
+        pipe.execute()
         if delivery.tag is not None:
             redis_transport.acked(delivery.tag)
 
-    def _append(self, key: str, start: int, results: list[dict], seconds: float) -> bool:
-        """Append a batch chunk that begins at result `start`; False if the list does not end there."""
+    def _append(self, batch_id: str, start: int, results: list[dict], seconds: float) -> int:
+        """Append a batch window that begins at result `start`: APPENDED, or ELSEWHERE if the list does not end
+        there, or CANCELLED."""
         pipe = self.redis.pipeline(transaction=False)
         self._append_at(
-            keys=[key], args=[start, self.settings.result_ttl_s, *(contract.wire_json(r) for r in results)], client=pipe
+            keys=[contract.batch_results_key(batch_id), contract.result_key(batch_id)],
+            args=[start, self.settings.result_ttl_s, *(contract.wire_json(r) for r in results)],
+            client=pipe,
         )
         record_executor_seconds(pipe, self.settings.model, seconds)
-        return bool(pipe.execute()[0])
+        return int(pipe.execute()[0])
 
     def _refuse_if_failed(self) -> None:
         if self.failed:
@@ -264,13 +309,6 @@ class Runtime:
         self.heartbeat.fail(detail)
         os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown: the task in hand is stored and acknowledged
         return contract.error_envelope("executor_failure", detail)
-
-
-def batch_payloads(batch: dict) -> list[dict]:
-    """A batch's requests: given whole ({"requests"}) or as shared questions over many states."""
-    if "requests" in batch:
-        return batch["requests"]
-    return [{"model": batch["model"], "state": state, "questions": batch["questions"]} for state in batch["states"]]
 
 
 def _timings(started_at: float, seconds: float) -> dict:

@@ -7,18 +7,18 @@ A worker that dies whole would leave its task there that long. So after every he
 worker restores the messages taken more than `grace_s` (the heartbeat TTL) ago that no live worker
 names as the task it is running; every live worker names its task at each beat, three times per TTL.
 kombu's own restore puts them back at the head of their queue, marked redelivered, atomically, so
-two workers restoring at once deliver a message once. A worker that starts after all others died
-does this at its first beat: the task waits for a fresh worker to be warm, not for the timeout.
-A message a worker took but died before recording (it is still in that worker's taken list, see
-worker.redis_transport) goes back on its queue as soon as the worker has no record left.
+two workers restoring at once deliver a message once; then it rings every model's doorbell, so that an idle
+worker takes it now. A worker that starts after all others died does this at its first beat: the task waits
+for a fresh worker to be warm, not for the timeout. Since a worker takes a message and records it in one
+step (laya_common.queues' TAKE), there is no message a dead worker can leave anywhere else.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
+from laya_common import queues
 from worker import contract
 
 log = logging.getLogger("laya.worker")
@@ -30,34 +30,23 @@ class Redeliverer:
         self._connection = None
 
     def __call__(self) -> list[str]:
-        """Put back on their queues the tasks taken over `grace_s` ago that no live worker holds (their tags are
-        returned), and the messages taken by workers that are gone but never recorded."""
-        self._untake()
+        """Put back on their queues the tasks taken over `grace_s` ago that no live worker holds; their tags."""
         qos = self._qos()
         old = self.redis.zrange(qos.unacked_index_key, "-inf", time.time() - self.grace_s, byscore=True)
         if not old:
             return []
         # read after the old tags, so a live worker holding one of them has named it by now
-        held = {w.get("delivery_tag") for w in contract.read_workers(self.redis) if w["state"] == "ready"}
+        held = {tag for w in contract.read_workers(self.redis) if w["state"] == "ready" for _, tag in w["tasks"]}
         orphans = [tag.decode() for tag in old if tag.decode() not in held]
         for tag in orphans:
             qos.restore_by_tag(tag)
         if orphans:
+            pipe = self.redis.pipeline()
+            for model in contract.MODELS:
+                pipe.lpush(queues.bell_key(model), 1).ltrim(queues.bell_key(model), 0, 0)
+            pipe.execute()
             log.warning("laya worker: redelivered %d task(s) held by a worker that is gone", len(orphans))
         return orphans
-
-    def _untake(self) -> None:
-        """Every message in the taken list of a worker without a record, back on its queue, where it is next."""
-        present = {contract.taken_key(w["node"]) for w in contract.read_workers(self.redis)}
-        for key in self.redis.scan_iter(match=contract.TAKEN_PREFIX + "*"):
-            if key.decode() in present:
-                continue
-            # one worker consumes one queue, so every message of one list goes back to the same queue
-            while (oldest := self.redis.lindex(key, -1)) is not None:
-                queue = json.loads(oldest)["properties"]["delivery_info"]["routing_key"]
-                if self.redis.lmove(key, queue, "RIGHT", "RIGHT") is None:
-                    break
-                log.warning("laya worker: put back on %s a message taken by a worker that is gone", queue)
 
     def _qos(self):
         if self._connection is None:

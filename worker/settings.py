@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from laya_common import settings
+from laya_common import queues, settings
 from laya_common.settings import Setting, SettingsError
 from worker import contract
 
@@ -31,7 +31,9 @@ ENV = {
     ),
     "device": Setting("LAYA_DEVICE", "", "torch device of the reference executor (default: cuda if present, else cpu)"),
     "model": Setting(
-        "LAYA_MODEL", "english", "model served: english, multilingual or typed-decisions (queue laya.<model>)"
+        "LAYA_MODEL",
+        "english",
+        "model served: english, multilingual or typed-decisions (queues laya.<model>.sync, .jobs, .batches)",
     ),
     "heartbeat_ttl_s": Setting("LAYA_HEARTBEAT_TTL_S", 15, "readiness key TTL; refreshed every third of it"),
     "result_ttl_s": Setting("LAYA_RESULT_TTL_S", contract.DEFAULT_RESULT_TTL_S, "how long results stay fetchable"),
@@ -50,6 +52,12 @@ ENV = {
         256,
         "most states scored between two progress updates of a batch (sorted by length together; the first chunks "
         "are shorter, from an eighth of this)",
+    ),
+    "batch_yield_ms": Setting(
+        "LAYA_BATCH_YIELD_MS",
+        100,
+        "a running batch lets the sync requests and jobs waiting run first, between two of its forward passes, "
+        "at most this often: how long it may hold an interactive caller",
     ),
     "warm_buckets": Setting(
         "LAYA_WARM_BUCKETS",
@@ -78,6 +86,7 @@ class WorkerSettings:
     visibility_timeout_s: int
     health_check_interval_s: int
     batch_chunk: int
+    batch_yield_ms: int
     warm_buckets: str
 
     @classmethod
@@ -106,8 +115,9 @@ class WorkerSettings:
         )
 
     @property
-    def queue(self) -> str:
-        return contract.queue_name(self.model)
+    def queues(self) -> tuple[str, ...]:
+        """The model's queues, in the order the worker takes from them."""
+        return queues.queue_names(self.model)
 
     def check_files(self) -> None:
         """FileNotFoundError naming what is missing, before any process loads torch."""

@@ -28,12 +28,18 @@ from functools import partial
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from app import config as api_config
-from laya_common.settings import SettingsError, or_exit
+from laya_common import settings
+from laya_common.settings import Setting, SettingsError, or_exit
 from worker import contract
 from worker.settings import WorkerSettings
 from worker.version import add_version_flag
 
+# where the API listens: laya-api's own two settings (app/config.py), read here to know when it answers; a bad
+# value stops the stack before anything starts
+API_ADDRESS = {
+    "HOST": Setting("LAYA_HOST", "127.0.0.1", "address the API binds"),
+    "PORT": Setting("LAYA_PORT", 8080, "port the API binds"),
+}
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "laya"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 STOP_TIMEOUT_S = 20
@@ -92,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     # a bad setting stops the stack before anything starts, with one line naming it
     or_exit("laya-stack", lambda: WorkerSettings.from_env(env))
-    api = or_exit("laya-stack", lambda: {**api_config.DEFAULTS, **api_config.from_env(env)})
+    api = or_exit("laya-stack", lambda: settings.read(API_ADDRESS, env))
     maxmemory = args.redis_maxmemory or or_exit("laya-stack", lambda: env_redis_maxmemory(env))
     env.setdefault("LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL)
     env["LAYA_MODELS"] = ",".join(models)

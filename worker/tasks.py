@@ -9,15 +9,16 @@ from __future__ import annotations
 from celery import shared_task
 
 from worker import contract, lifecycle, tracing
+from worker.delivery import Delivery
 
 
 @shared_task(name=contract.TASK_DECIDE, bind=True)
 def decide(self, payload: dict) -> None:
     """One /v1/systemone request -> ok_envelope(response) or error_envelope(kind, ...) at its result key."""
-    lifecycle.current().decide(lifecycle.Delivery.of(self.request), payload, trace=tracing.of(self.request))
+    lifecycle.current().decide(Delivery.of(self.request), payload, trace=tracing.of(self.request))
 
 
 @shared_task(name=contract.TASK_DECIDE_BATCH, bind=True)
 def decide_batch(self, batch: dict) -> None:
     """A batch ({"model", "questions", "states"} or {"requests"}); results go to its Redis list as they come."""
-    lifecycle.current().decide_batch(lifecycle.Delivery.of(self.request), batch)
+    lifecycle.current().decide_batch(Delivery.of(self.request), batch)

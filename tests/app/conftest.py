@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app import create_app
+from app.admission import Fleet
 from app.errors import ApiError
 
 API_KEY = "unit-key"
@@ -21,16 +22,21 @@ class FakeDispatcher:
         }
         self.ready, self.submitted, self.timeout = True, [], False
 
-    def require_ready(self, model: str) -> None:
+    def admit(self, model: str) -> Fleet:
         if not self.ready:
             raise ApiError("unavailable", "no warm worker")
+        return Fleet(1)
 
-    def submit(self, payload: dict, *, record: bool) -> str:
+    def submit(self, payload: dict, fleet: Fleet) -> str:
         self.submitted.append(payload)
         return "job-1"
 
-    def call(self, payload: dict, timeout_s: float, *, trace: bool = False) -> tuple[str, dict]:
-        job_id = self.submit(payload, record=False)
+    def submit_batch(self, argument: dict, items: list, fleet: Fleet) -> str:
+        self.submitted.append((argument, items))
+        return "batch-1"
+
+    def call(self, payload: dict, fleet: Fleet, timeout_s: float, *, trace: bool = False) -> tuple[str, dict]:
+        job_id = self.submit(payload, fleet)
         if self.timeout:
             raise ApiError("timeout", "no answer", id=job_id)
         return job_id, self.envelope

@@ -100,11 +100,10 @@ def test_the_api_answers_422_for_a_laya_model_it_does_not_serve(two_models, clie
 def test_a_json_lines_batch_resolves_every_line_to_one_model(two_models, client, dispatcher):
     lines = [{**GOOD, "model": "jev-1"}, {**GOOD, "model": "EN"}, GOOD]
     body = "\n".join(json.dumps(line) for line in lines)
-    dispatcher.submit_batch = lambda batch, *, model, total: dispatcher.submitted.append((batch, model)) or "b-1"
     response = client.post("/v1/batches", data=body, content_type="application/x-ndjson")
     assert response.status_code == 202 and response.headers["x-laya-model"] == "english"
-    batch, model = dispatcher.submitted[-1]
-    assert model == "english" and [r["model"] for r in batch["requests"]] == ["english"] * 3
+    argument, requests = dispatcher.submitted[-1]
+    assert argument == {"model": "english", "total": 3} and [r["model"] for r in requests] == ["english"] * 3
     mixed = body + "\n" + json.dumps({**GOOD, "model": "typed"})
     rejected = client.post("/v1/batches", data=mixed, content_type="application/x-ndjson").get_json()
     assert rejected["status"] == 422 and rejected["field"] == "lines.4.model"

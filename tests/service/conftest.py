@@ -38,6 +38,8 @@ def redis_server(tmp_path_factory):
             str(data),
             "--requirepass",
             REDIS_PASSWORD,
+            "--databases",
+            "256",  # a database for each test that needs its own
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,

@@ -66,3 +66,11 @@ def test_laya_stack_starts_redis_a_worker_and_the_api_and_stops_them_on_ctrl_c(t
         requests.get(base + "/health", timeout=5)
     with pytest.raises(redis.ConnectionError):
         redis.Redis.from_url(redis_url, socket_connect_timeout=2).ping()
+
+
+def test_laya_stack_reads_the_apis_address_as_laya_api_does():
+    from app import config
+    from worker import stack
+
+    for key, setting in stack.API_ADDRESS.items():
+        assert (setting.var, setting.default) == (config.SETTINGS[key].var, config.SETTINGS[key].default)

@@ -8,10 +8,13 @@ import signal
 
 from celery import Celery
 
+from laya_common import queues
 from service.helpers import NOUL, Service, assert_same_answers, request_body, wait_until
 from worker import contract
 
 PAYLOAD = request_body("Please refund the duplicate charge.", refund=NOUL)
+
+JOBS = queues.queue_name("english", "jobs")  # where a job someone queued earlier waits
 
 
 def test_executor_failure_is_500_stops_the_worker_and_health_is_503_until_a_fresh_one_is_warm(private_db, launcher):
@@ -91,11 +94,11 @@ def test_a_checkpoint_that_does_not_load_stops_the_worker_and_health_says_why(
     launcher.api(service)
     celery = Celery("test")
     celery.conf.update(contract.celery_config(private_db))
-    celery.send_task(contract.TASK_DECIDE, args=[PAYLOAD], queue=contract.queue_name("english"))  # accepted earlier
+    celery.send_task(contract.TASK_DECIDE, args=[PAYLOAD], queue=JOBS)  # accepted earlier
     worker = launcher.worker(service, checkpoint=broken)
     wait_until(lambda: worker.popen.poll() is not None, 120, "the worker to give up")
     assert worker.popen.returncode == 1
-    assert service.redis().llen(contract.queue_name("english")) == 1  # the job waits for a worker that starts
+    assert service.redis().llen(JOBS) == 1  # the job waits for a worker that starts
     health = service.get("/health")
     assert health.status_code == 503 and "startup failed" in health.json()["detail"]
     assert "/" not in health.json()["detail"]
@@ -106,7 +109,7 @@ def test_a_warming_worker_takes_nothing_from_the_queue(private_db, launcher):
     service = Service(private_db)
     celery = Celery("test")
     celery.conf.update(contract.celery_config(private_db))
-    job = celery.send_task(contract.TASK_DECIDE, args=[PAYLOAD], queue=contract.queue_name("english"))
+    job = celery.send_task(contract.TASK_DECIDE, args=[PAYLOAD], queue=JOBS)
     redis = service.redis()
     launcher.worker(service)
     samples = []  # (queue depth, a worker is ready), in time order
@@ -114,7 +117,7 @@ def test_a_warming_worker_takes_nothing_from_the_queue(private_db, launcher):
     def ready_and_drained() -> bool:
         records = [redis.get(key) for key in redis.smembers(contract.WORKERS_KEY)]
         ready = any(r is not None and json.loads(r)["state"] == "ready" for r in records)
-        samples.append((redis.llen(contract.queue_name("english")), ready))
+        samples.append((redis.llen(JOBS), ready))
         return ready and samples[-1][0] == 0
 
     wait_until(ready_and_drained, 180, "the worker to warm up and take the job", interval_s=0.05)

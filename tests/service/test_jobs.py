@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 from service.helpers import CHOICE, NOUL, SCORE, Service, request_body
 from worker import contract
 
@@ -30,10 +32,14 @@ def test_job_the_worker_rejects_is_failed_with_the_error(stack):
 def test_504_past_the_sync_timeout_then_the_job_is_fetchable(stack, launcher):
     impatient = Service(stack.redis_url)
     launcher.api(impatient, LAYA_SYNC_TIMEOUT_S="0.5")
+    worker = next(p for p in stack.processes if p.name == "worker")
     try:
-        busy = {"states": ["word " * 400] * 30, "questions": {f"q{i}": NOUL for i in range(4)}}
-        assert stack.post("/v1/batches", json=busy).status_code == 202  # the worker's next seconds are taken
-        r = impatient.post("/v1/systemone", json=PAYLOAD)
+        impatient.wait_healthy()
+        worker.popen.send_signal(signal.SIGSTOP)  # warm but slower than the API expects: nothing queued ahead
+        try:
+            r = impatient.post("/v1/systemone", json=PAYLOAD)
+        finally:
+            worker.popen.send_signal(signal.SIGCONT)
         assert r.status_code == 504, r.text
         body = r.json()
         assert body["error"] == "timeout" and body["id"] in body["detail"]
@@ -66,13 +72,13 @@ def test_a_batch_id_is_not_a_job(stack):
 
 
 def test_a_fetch_with_wait_answers_once_the_job_is_done_behind_a_busy_worker(stack):
-    busy = {"states": ["word " * 400] * 30, "questions": {f"q{i}": NOUL for i in range(4)}}
-    batch = stack.post("/v1/batches", json=busy).json()["id"]  # the worker's next seconds are taken
+    heavy = request_body("word " * 400, **{f"q{i}": NOUL for i in range(8)})
+    ahead = [stack.post("/v1/jobs", json=heavy).json()["id"] for _ in range(10)]  # the worker's next seconds
     location = stack.post("/v1/jobs", json=PAYLOAD).headers["Location"]
     assert stack.get(location).json()["status"] in ("queued", "running")  # without wait: at once, not done
     done = stack.get(location, params={"wait": 30}).json()
     assert done["status"] == "done" and done["result"] == stack.post("/v1/systemone", json=PAYLOAD).json()
-    assert stack.get(f"/v1/batches/{batch}").json()["status"] == "done"  # the batch ran first
+    assert {stack.get(f"/v1/jobs/{job}").json()["status"] for job in ahead} == {"done"}  # first in, first out
     assert stack.get(location, params={"wait": 30}).json() == done  # the stored answer stays where it was
     assert stack.redis().ttl(contract.result_key(done["id"])) > 0  # and expires as before
 

@@ -6,6 +6,7 @@ import json
 
 import requests
 
+from app.metrics import KNOWN_METHODS
 from service.helpers import NOUL, request_body
 from worker import contract
 from worker.version import git_commit, package_version
@@ -61,7 +62,8 @@ def test_metrics_count_requests_queue_and_executor_time(stack):
     assert 'laya_http_requests_total{method="POST",route="/v1/systemone",status="200"}' in text
     assert 'laya_http_requests_total{method="POST",route="/v1/systemone",status="422"}' in text
     assert 'laya_http_request_seconds_bucket{le="0.1",method="POST",route="/v1/systemone"}' in text
-    assert 'laya_queue_depth{model="english"} ' in text
+    for work_class in ("sync", "jobs", "batches"):
+        assert f'laya_queue_depth{{class="{work_class}",model="english"}} ' in text
     assert 'laya_workers_ready{model="english"} 1.0' in text
     count = [line for line in text.splitlines() if line.startswith('laya_executor_seconds_count{model="english"}')]
     assert count and float(count[0].split()[-1]) >= 1
@@ -93,6 +95,6 @@ def test_made_up_methods_and_paths_add_no_metric_series(stack):
         requests.get(stack.url(f"/no-such-route-{i}"), timeout=10)
     text = stack.get("/metrics").text
     methods = {line.split('method="')[1].split('"')[0] for line in text.splitlines() if 'method="' in line}
-    assert methods <= {"GET", "POST", "DELETE", "other"} and "other" in methods
+    assert methods <= KNOWN_METHODS | {"other"} and "other" in methods
     assert "FOO" not in text and "no-such-route" not in text
     assert text.count("\n") - before < 60  # a few new series (other, unmatched), not one per request

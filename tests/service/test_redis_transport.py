@@ -1,25 +1,27 @@
-"""The worker's kombu transport (worker/redis_transport.py): a message recorded as unacknowledged without
-waiting for the reply, a task acknowledged in its answer's round trip, one Redis client per channel; checked
-on the main stack's traffic and on a channel of its own."""
+"""Taking work in class order (laya_common.queues, worker/redis_transport.py): the scripts on a Redis of their own,
+kombu's consumer with our transport, the real worker's commands (MONITOR), and the kombu internals the transport
+replaces, checked against the installed kombu so that an upgrade that moves one fails here."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import multiprocessing
 import os
-import socket
 import threading
 
-import pytest
 import redis
 from kombu import Connection
+from kombu.transport import redis as kombu_redis
 
 from app import task_message
+from laya_common import queues
 from service.helpers import NOUL, request_body, wait_until
 from worker import contract, redis_transport
 from worker.redelivery import Redeliverer
 
 END = "laya-test-monitor-end"
+MODEL = "english"
 
 
 def make_celery(url: str):
@@ -28,6 +30,101 @@ def make_celery(url: str):
     app = Celery("laya-test")
     app.conf.update(contract.celery_config(url), broker_transport=redis_transport.NAME)
     return app
+
+
+def enqueue(db, celery, work_class: str, task_id: str, *, bound: int = -1, result: str = "") -> int:
+    queue = queues.queue_name(MODEL, work_class)
+    message = task_message.encode(celery, contract.TASK_DECIDE, {"n": task_id}, task_id=task_id, queue=queue)
+    return db.eval(queues.ENQUEUE, 3, queue, queues.bell_key(MODEL), result, message, bound, 60)
+
+
+def take(db, classes: int = len(queues.CLASSES)):
+    keys = queues.take_keys(MODEL)
+    return db.eval(queues.TAKE, len(keys), *keys, classes)
+
+
+def test_take_goes_in_class_order_first_in_first_out_and_records_each_as_kombu_does(private_db):
+    db, celery = redis.Redis.from_url(private_db), make_celery(private_db)
+    for work_class, task_id in [("batches", "b1"), ("jobs", "j1"), ("sync", "s1"), ("jobs", "j2"), ("sync", "s2")]:
+        enqueue(db, celery, work_class, task_id)
+    assert db.lrange(queues.bell_key(MODEL), 0, -1) == [b"1"]  # rung, once however many messages
+    order = []
+    while (taken := take(db)) is not None:
+        queue, raw = taken[0].decode(), taken[1]
+        message = json.loads(raw)
+        order.append(message["headers"]["id"])
+        tag = message["properties"]["delivery_tag"]
+        assert json.loads(db.hget(queues.UNACKED_KEY, tag)) == [message, "", queue]  # kombu's record
+        assert db.zscore(queues.UNACKED_INDEX_KEY, tag) is not None
+        # the doorbell rings while a message waits, and is silent once none does
+        assert db.exists(queues.bell_key(MODEL)) == (len(order) < 5)
+    assert order == ["s1", "s2", "j1", "j2", "b1"]
+    assert not db.exists(queues.bell_key(MODEL))
+
+
+def test_a_batch_lets_pass_only_sync_requests_and_jobs(private_db):
+    db, celery = redis.Redis.from_url(private_db), make_celery(private_db)
+    enqueue(db, celery, "batches", "b1")
+    assert take(db, classes=len(queues.INTERACTIVE)) is None
+    assert db.exists(queues.bell_key(MODEL))  # the batch still waits: the doorbell stays rung for the consumer
+    enqueue(db, celery, "jobs", "j1")
+    assert json.loads(take(db, classes=len(queues.INTERACTIVE))[1])["headers"]["id"] == "j1"
+
+
+def test_enqueue_refuses_past_its_bound_and_wakes_a_sync_waiter_at_once(private_db):
+    db, celery = redis.Redis.from_url(private_db), make_celery(private_db)
+    assert [enqueue(db, celery, "sync", f"s{i}", bound=2) for i in range(2)] == [0, 1]
+    assert enqueue(db, celery, "sync", "s2", bound=2, result="laya:result:s2") == -3  # refused at depth 2
+    assert db.llen(queues.queue_name(MODEL, "sync")) == 2
+    refusal = db.blpop(["laya:result:s2"], timeout=1)
+    assert json.loads(refusal[1]) == {"ok": False, "error": "overloaded", "depth": 2}
+
+
+def test_kombu_consumer_with_this_transport_takes_in_class_order_messages_kombu_published(private_db):
+    """kombu's own publish rings no doorbell: the consumer still takes within its wait's timeout, in class order."""
+    db = redis.Redis.from_url(private_db)
+    names = queues.queue_names(MODEL)
+    with Connection(private_db, transport=redis_transport.Transport) as conn:
+        declared = [conn.SimpleQueue(name).queue for name in names]
+        producer = conn.Producer(conn.default_channel)
+        for name in reversed(names):  # batches first, sync last
+            producer.publish({"from": name}, routing_key=name, declare=declared)
+        taken = []
+        with conn.Consumer(declared, callbacks=[lambda body, message: taken.append((body["from"], message))]):
+            while len(taken) < 3:
+                conn.drain_events(timeout=10)
+        assert [name for name, _ in taken] == list(names)
+        for _, message in taken:
+            assert db.hexists(queues.UNACKED_KEY, message.delivery_tag)  # recorded by TAKE, not again by kombu
+            message.ack()
+        assert db.hlen(queues.UNACKED_KEY) == 0 and db.zcard(queues.UNACKED_INDEX_KEY) == 0
+
+
+def take_and_die(url: str) -> None:
+    """A worker's consumer killed right after it took a message (a child process)."""
+    redis_transport.QoS.append = lambda *_: os._exit(0)
+    with Connection(url, transport=redis_transport.Transport) as conn:
+        declared = [conn.SimpleQueue(name).queue for name in queues.queue_names(MODEL)]
+        with conn.Consumer(declared, callbacks=[lambda *_: None]):
+            conn.drain_events(timeout=10)
+    os._exit(1)  # nothing was taken
+
+
+def test_a_message_taken_by_a_worker_killed_at_once_is_recorded_and_redelivered(private_db):
+    db, celery = redis.Redis.from_url(private_db), make_celery(private_db)
+    enqueue(db, celery, "jobs", "j1")
+    queued = db.lindex(queues.queue_name(MODEL, "jobs"), 0)
+    child = multiprocessing.get_context("fork").Process(target=take_and_die, args=(private_db,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0, "the child did not take the message"
+    assert db.llen(queues.queue_name(MODEL, "jobs")) == 0 and db.hlen(queues.UNACKED_KEY) == 1
+    assert len(Redeliverer(celery, db, grace_s=0)()) == 1  # no live worker names it
+    (back,) = db.lrange(queues.queue_name(MODEL, "jobs"), 0, -1)
+    redelivered = json.loads(back)
+    assert redelivered["headers"]["redelivered"] and redelivered["body"] == json.loads(queued)["body"]
+    assert db.exists(queues.bell_key(MODEL))  # rung, so an idle worker takes it now
+    assert json.loads(take(db)[1])["headers"]["id"] == "j1"
 
 
 def commands_during(service, action) -> list[tuple[str, str]]:
@@ -56,12 +153,11 @@ def commands_during(service, action) -> list[tuple[str, str]]:
     return seen
 
 
-def test_each_task_is_acknowledged_once_in_the_round_trip_that_writes_its_answer(stack):
+def test_each_task_is_taken_and_recorded_in_one_script_and_acknowledged_with_its_answer(stack):
     body = request_body("Please refund the duplicate charge.", refund=NOUL)
     job_ids = []
 
     def two_requests() -> None:
-        # the worker takes the second message only once it has acknowledged the first (prefetch 1)
         for _ in range(2):
             r = stack.post("/v1/systemone", json=body)
             assert r.status_code == 200, r.text
@@ -69,139 +165,29 @@ def test_each_task_is_acknowledged_once_in_the_round_trip_that_writes_its_answer
 
     seen = commands_during(stack, two_requests)
     commands = [c for c, _ in seen]
-    taken = [c.split()[-1] for c in commands if c.startswith("ZADD unacked_index")]
+    recorded = [c.split()[-1] for c in commands if c.startswith("ZADD unacked_index")]
     acks = [c.split()[-1] for c in commands if c.startswith("ZREM unacked_index")]
-    assert len(taken) == 2 and acks == taken, commands  # one removal per message: Celery's own ack sent nothing
-    for job_id, tag in zip(job_ids, taken, strict=True):
+    assert len(recorded) == 2 and acks == recorded, commands  # one removal per message: Celery's ack sent nothing
+    for job_id, tag in zip(job_ids, recorded, strict=True):
+        record = next(i for i, c in enumerate(commands) if c.startswith("ZADD unacked_index") and c.endswith(tag))
         answer = next(i for i, c in enumerate(commands) if c.startswith(f"RPUSH laya:result:{job_id}"))
         ack = next(i for i, c in enumerate(commands) if c.startswith(f"ZREM unacked_index {tag}"))
-        assert answer < ack, "acknowledged before its answer was written"
-        # one script writes the answer and then removes the message: nothing else runs in between
-        assert commands[answer - 1].startswith("EVAL") and {who for _, who in seen[answer : ack + 2]} == {"lua:"}
+        assert record < answer < ack, "recorded after its answer, or acknowledged before it"
+        # TAKE took it off its queue and recorded it in one script: nothing else ran in between
+        assert commands[record - 2].startswith("RPOP laya.english.sync") and seen[record - 1][1] == "lua:"
         assert commands[ack + 1] == f"HDEL unacked {tag}"
     assert stack.redis().zcard("unacked_index") == 0
-    # each taken onto the worker's own list (BLMOVE; the first may have been sent before MONITOR started), and off
-    # it in the transaction that records it
-    assert any(c.startswith("BLMOVE ") for c in commands) and not any(c.startswith("BRPOP ") for c in commands)
-    assert sum(c.startswith("LPOP " + contract.TAKEN_PREFIX) for c in commands) == 2, commands
+    assert not any(c.startswith(("BRPOP ", "BLMOVE ")) for c in commands)
 
 
-def test_a_channel_keeps_one_client_and_takes_a_fresh_one_after_its_pool_is_replaced(private_db):
-    with Connection(private_db, transport=redis_transport.Transport) as conn:
-        channel = conn.default_channel
-        with channel.conn_or_acquire() as first, channel.conn_or_acquire() as again:
-            assert first is again and first.ping()
-        channel._disconnect_pools()  # what kombu does when the connection to Redis is lost
-        with channel.conn_or_acquire() as fresh:
-            assert fresh is not first and fresh.connection_pool is channel.pool and fresh.ping()
-
-
-def taken_message(url: str, body: str):
-    """A channel of `url` and a message it took off a queue of its own (recorded as unacknowledged)."""
-    conn = Connection(url, transport=redis_transport.Transport)
-    channel = conn.default_channel
-    producer = conn.Producer(channel)
-    producer.publish(body, routing_key="laya-test-q", declare=[conn.SimpleQueue("laya-test-q").queue])
-    message = channel.basic_get("laya-test-q")
-    assert message is not None
-    return conn, channel, message
-
-
-def test_a_taken_message_is_recorded_without_waiting_and_read_before_anything_else(private_db):
-    conn, channel, message = taken_message(private_db, "hello")
-    with conn:
-        tag = message.delivery_tag
-        assert channel._unread is not None  # sent, reply not read yet
-        assert redis_transport.execute_after_record(redis.Redis.from_url(private_db).pipeline().ping()) == [b"PONG"]
-        assert channel._unread is None
-        db = redis.Redis.from_url(private_db)
-        assert db.zscore("unacked_index", tag) is not None
-        raw, exchange, routing_key = json.loads(db.hget("unacked", tag))
-        assert raw == message._raw and routing_key == "laya-test-q"  # kombu's own record: redelivery reads it
-        # kombu's acknowledgement reads the pending reply first, on its way to removing the record
-        conn2, channel2, message2 = taken_message(private_db, "again")
-        with conn2:
-            assert channel2._unread is not None
-            message2.ack()
-            assert channel2._unread is None
-            assert db.zscore("unacked_index", message2.delivery_tag) is None
-        message.ack()
-        assert db.zcard("unacked_index") == 0 and db.hlen("unacked") == 0
-
-
-def test_a_record_redis_refused_is_raised_with_the_answer_and_the_channel_goes_on(private_db):
-    db = redis.Redis.from_url(private_db)
-    db.set("unacked", "not a hash")  # the HSET of the record fails inside the transaction
-    conn, channel, _ = taken_message(private_db, "hello")
-    with conn:
-        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            redis_transport.execute_after_record(db.pipeline().ping())
-        assert channel._unread is None
-        db.delete("unacked")
-        assert channel.basic_get("laya-test-q") is None  # the one message was taken; the channel still answers
-        with channel.conn_or_acquire() as client:
-            assert client.ping()
-
-
-def test_a_message_taken_by_brpop_is_recorded_as_it_was_queued(private_db):
-    db = redis.Redis.from_url(private_db)
-    with Connection(private_db, transport=redis_transport.Transport) as conn:
-        queue = conn.SimpleQueue("laya-test-q").queue
-        conn.Producer(conn.default_channel).publish({"state": "x" * 1000}, routing_key="laya-test-q", declare=[queue])
-        # queued in a form of its own (no spaces), which kombu's encoding of the parsed message would not give
-        queued = json.dumps(json.loads(db.rpop("laya-test-q")), separators=(",", ":")).encode()
-        db.lpush("laya-test-q", queued)
-        taken = []
-        with conn.Consumer(queue, callbacks=[lambda _body, message: taken.append(message)]):
-            conn.drain_events(timeout=10)  # kombu's BRPOP, as a worker consumes
-        (message,) = taken
-        redis_transport.execute_after_record(db.pipeline().ping())
-        record = db.hget("unacked", message.delivery_tag)
-        assert record.startswith(b"[" + queued + b", ")  # not encoded again
-        raw, exchange, routing_key = json.loads(record)
-        assert raw == message._raw and routing_key == "laya-test-q"
-        message.ack()
-        assert db.hlen("unacked") == 0
-
-
-WORKER_OPTIONS = {"priority_steps": [0]}  # as contract.celery_config sets them: one list per queue
-
-
-def take_and_die_before_recording(url: str) -> None:
-    """A worker's consumer that is killed between taking a message and recording it (a child process)."""
-    redis_transport.QoS.append = lambda *_: os._exit(0)
-    conn = Connection(url, transport=redis_transport.Transport, transport_options=WORKER_OPTIONS)
-    with conn, conn.Consumer(conn.SimpleQueue("laya-test-q").queue, callbacks=[lambda *_: None]):
-        conn.drain_events(timeout=10)
-    os._exit(1)  # nothing was taken
-
-
-def test_a_message_taken_leaves_the_workers_list_with_its_record(private_db):
-    db = redis.Redis.from_url(private_db)
-    with Connection(private_db, transport=redis_transport.Transport, transport_options=WORKER_OPTIONS) as conn:
-        queue = conn.SimpleQueue("laya-test-q").queue
-        conn.Producer(conn.default_channel).publish({"state": "x"}, routing_key="laya-test-q", declare=[queue])
-        taken = []
-        with conn.Consumer(queue, callbacks=[lambda _body, message: taken.append(message)]):
-            conn.drain_events(timeout=10)
-        redis_transport.execute_after_record(db.pipeline().ping())
-        (message,) = taken
-        assert db.llen("laya-test-q") == 0 and db.keys(contract.TAKEN_PREFIX + "*") == []
-        assert db.hexists("unacked", message.delivery_tag)
-        message.ack()
-
-
-def test_a_message_taken_by_a_worker_killed_before_recording_it_goes_back_on_its_queue(private_db):
-    db = redis.Redis.from_url(private_db)
-    db.lpush(
-        "laya-test-q", task_message.encode(make_celery(private_db), "t", {"n": 1}, task_id="a", queue="laya-test-q")
-    )
-    queued = db.lindex("laya-test-q", 0)
-    child = multiprocessing.get_context("fork").Process(target=take_and_die_before_recording, args=(private_db,))
-    child.start()
-    child.join(30)
-    assert child.exitcode == 0, "the child did not take the message"
-    taken = contract.taken_key(f"{socket.gethostname()}:{child.pid}")
-    assert db.lrange(taken, 0, -1) == [queued] and db.llen("laya-test-q") == 0  # with BRPOP: gone
-    assert Redeliverer(make_celery(private_db), db, grace_s=60)() == []  # no unacknowledged record to restore
-    assert db.lrange("laya-test-q", 0, -1) == [queued] and not db.exists(taken)
+def test_the_kombu_internals_the_transport_replaces_are_where_it_expects_them():
+    """If this fails after a kombu upgrade, worker/redis_transport.py needs a look before anything else."""
+    channel = kombu_redis.Channel
+    for name in ("_brpop_start", "_brpop_read", "_flush_brpop_reauth"):
+        assert callable(getattr(channel, name, None)), f"kombu's Redis Channel has no {name}"
+    assert list(inspect.signature(channel._brpop_start).parameters) == ["self", "timeout"]
+    assert "_in_poll" in vars(channel) and "_brpop_sent_at" in vars(channel)  # what kombu's BRPOP check reads
+    assert (channel.unacked_key, channel.unacked_index_key) == (queues.UNACKED_KEY, queues.UNACKED_INDEX_KEY)
+    assert "_deliver" in vars(kombu_redis.Transport.__mro__[1]) or hasattr(kombu_redis.Transport, "_deliver")
+    source = inspect.getsource(kombu_redis.QoS.restore_by_tag)
+    assert "unacked_key" in source and "_do_restore_message" in source  # worker.redelivery's restore

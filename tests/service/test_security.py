@@ -7,15 +7,18 @@ on bodies, batches, states and pages are test_errors.py and recipe/hostile.py's 
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 import requests
 
 from app.dispatch import new_id
-from service.helpers import API_KEY, NOUL, REDIS_PASSWORD, Service, request_body, wait_until
+from laya_common import queues
+from service.helpers import API_KEY, BIN, NOUL, REDIS_PASSWORD, Service, free_port, request_body, wait_until
 from worker import contract
 
 PAYLOAD = request_body("Please refund the duplicate charge.", refund=NOUL)
@@ -80,10 +83,10 @@ def test_a_pickled_message_on_the_queue_is_refused_not_executed(private_db, laun
                 headers={"lang": "py", "task": contract.TASK_DECIDE, "id": "pickled"},
             ),
             exchange="",
-            routing_key=contract.queue_name("english"),
+            routing_key=queues.queue_name("english", "jobs"),
         )
     redis = service.redis()
-    wait_until(lambda: redis.llen(contract.queue_name("english")) == 0, 60, "the worker to take the message")
+    wait_until(lambda: redis.llen(queues.queue_name("english", "jobs")) == 0, 60, "the worker to take the message")
     assert service.post("/v1/systemone", json=PAYLOAD).status_code == 200  # it served on
     assert not marker.exists() and not redis.exists(contract.result_key("pickled"))
     assert "untrusted content" in service.processes[0].tail()  # Celery's refusal, logged
@@ -117,3 +120,9 @@ def test_the_api_compares_tokens_in_constant_time(monkeypatch):
     assert app.test_client().get("/v1/jobs/x", headers={"Authorization": "Bearer nope"}).status_code == 401
     assert calls == [(b"nope", b"k3y")]
     assert json.loads(app.test_client().get("/v1/jobs/x").data)["error"] == "unauthorized"
+
+
+def test_the_api_refuses_to_start_without_a_key_when_one_is_required():
+    env = {**os.environ, "LAYA_REQUIRE_API_KEY": "1", "LAYA_API_KEY": "", "LAYA_PORT": str(free_port())}
+    out = subprocess.run([str(BIN / "laya-api")], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 2 and "LAYA_API_KEY" in out.stderr and "Listening" not in out.stderr

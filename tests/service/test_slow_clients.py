@@ -4,14 +4,19 @@ never finished their headers took the API down)."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import threading
 import time
 from urllib.parse import urlparse
 
-from app.serve import raise_open_files_limit
-from service.helpers import NOUL, Service, request_body
+import requests
 
+from app.serve import raise_open_files_limit
+from laya_common import queues
+from service.helpers import API_KEY, NOUL, Service, request_body, wait_until
+
+AUTH = {"headers": {"Authorization": f"Bearer {API_KEY}"}, "timeout": 60}
 IDLE = 1000
 TRICKLING = 100
 TRICKLE_EVERY_S = 0.25
@@ -55,3 +60,32 @@ def test_idle_and_trickling_connections_leave_sync_requests_answered_at_once(sta
         for sock in idle + trickling:
             sock.close()
     assert max(walls) < 1.0, walls
+
+
+def test_sync_calls_waiting_for_a_paused_worker_leave_health_answered(launcher, private_db):
+    service = Service(private_db)
+    worker = launcher.worker(service, LAYA_HEARTBEAT_TTL_S="30")  # paused below, still counted warm
+    launcher.api(service)
+    service.wait_healthy()
+    waiting = 64  # with 32 threads, 32 waiting sync calls took /health down
+    answers: list[int] = []
+
+    def sync_call() -> None:
+        answers.append(requests.post(service.url("/v1/systemone"), json=request_body("hi", q=NOUL), **AUTH).status_code)
+
+    worker.popen.send_signal(signal.SIGSTOP)
+    callers = [threading.Thread(target=sync_call) for _ in range(waiting)]
+    try:
+        for caller in callers:
+            caller.start()
+        queued = queues.queue_name("english", "sync")
+        wait_until(lambda: service.redis().llen(queued) >= waiting - 1, 30, "the calls to queue")  # one may be taken
+        for _ in range(10):
+            t0 = time.monotonic()
+            assert requests.get(service.url("/health"), timeout=5).status_code == 200
+            assert time.monotonic() - t0 < 1.0
+    finally:
+        worker.popen.send_signal(signal.SIGCONT)
+        for caller in callers:
+            caller.join(60)
+    assert answers == [200] * waiting

@@ -1,0 +1,132 @@
+"""Admission on a real stack: past the depth bounds a job or a batch gets 503 with Retry-After and every job accepted
+is answered; a sync request that the requests queued ahead would keep past its timeout gets 503 at once, not a
+504 after the whole wait; Redis near its memory bound refuses new work."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+
+import pytest
+import redis
+
+from app import admission, task_message
+from app.admission import Fleet
+from app.dispatch import READY_CACHE_S as admission_cache_s
+from laya_common import queues
+from service.helpers import NOUL, REDIS_PASSWORD, Service, free_port, request_body, wait_for_redis, wait_until
+from service.test_classes_of_work import paused
+from worker import contract
+
+
+@pytest.fixture
+def service(private_db, launcher):
+    service = Service(private_db)
+    # a long heartbeat TTL: the worker paused below stays ready meanwhile
+    service.worker = launcher.worker(service, LAYA_HEARTBEAT_TTL_S="10")
+    launcher.api(service, LAYA_MAX_QUEUED_JOBS="5", LAYA_MAX_QUEUED_BATCHES="2", LAYA_SYNC_TIMEOUT_S="2")
+    service.wait_healthy()
+    return service
+
+
+def assert_overloaded(r) -> int:
+    assert r.status_code == 503, r.text
+    body = r.json()
+    assert body["error"] == "overloaded" and int(r.headers["Retry-After"]) == body["retry_after"] >= 1
+    return body["retry_after"]
+
+
+def test_a_flood_of_jobs_and_batches_past_the_bounds_gets_503_with_retry_after_and_loses_nothing(service):
+    with paused(service.worker):
+        answers = [service.post("/v1/jobs", json=request_body(f"job {i}", q=NOUL)) for i in range(20)]
+        batches = [service.post("/v1/batches", json={"states": ["a"], "questions": {"q": NOUL}}) for _ in range(4)]
+    accepted = [r.json()["id"] for r in answers if r.status_code == 202]
+    assert len(accepted) == 5 and [r.status_code for r in answers[:5]] == [202] * 5
+    for r in answers[5:]:
+        assert_overloaded(r)
+    assert [r.status_code for r in batches[:2]] == [202, 202]
+    for r in batches[2:]:
+        assert_overloaded(r)
+    for job in accepted:
+        assert service.wait_job(f"/v1/jobs/{job}")["status"] == "done"
+    for r in batches[:2]:
+        assert service.wait_job(f"/v1/batches/{r.json()['id']}")["status"] == "done"
+    # nothing refused left a trace: no record, no input, no message
+    refused = {r.json().get("id") for r in answers[5:] + batches[2:]} - {None}
+    assert not refused and len(service.redis().keys("laya:job:*")) == 5 + 2
+    assert service.redis().keys("laya:batch:*:input") == []
+
+
+def test_a_sync_request_behind_more_than_its_timeout_of_work_gets_503_at_once(service):
+    for _ in range(5):  # the worker measures how long a sync request takes it
+        assert service.post("/v1/systemone", json=request_body("refund?", q=NOUL)).status_code == 200
+    db = service.redis()
+
+    def measured() -> Fleet | None:
+        fleet = Fleet.of("english", contract.read_workers(db))
+        return fleet if fleet.per_task("sync") else None
+
+    wait_until(measured, 15, "the worker to publish its drain rate")
+    queue = queues.queue_name("english", "sync")
+    celery = service_celery(service)
+    with paused(service.worker):
+        fleet = measured()  # what the API reads too, once its cache of a second has expired
+        time.sleep(admission_cache_s + 0.1)
+        bound = admission.sync_bound(fleet, 2.0)
+        for i in range(bound):  # sync requests of other callers, queued ahead
+            message = task_message.encode(
+                celery, contract.TASK_DECIDE, request_body(f"ahead {i}", q=NOUL), task_id=f"ahead-{i}", queue=queue
+            )
+            db.eval(queues.ENQUEUE, 3, queue, queues.bell_key("english"), "", message, -1, 60)
+        r = service.post("/v1/systemone", json=request_body("refund?", q=NOUL))
+        assert r.elapsed.total_seconds() < 1.5  # refused at once, not after the 2 s timeout
+        assert_overloaded(r)
+        assert db.llen(queue) == bound  # the refused request was not queued
+    wait_until(lambda: db.llen(queue) == 0, 120, "the queued requests to be answered")
+    assert service.post("/v1/systemone", json=request_body("refund?", q=NOUL)).status_code == 200
+
+
+def service_celery(service):
+    from celery import Celery
+
+    celery = Celery("laya-test")
+    celery.conf.update(contract.celery_config(service.redis_url))
+    return celery
+
+
+def test_redis_near_its_memory_bound_refuses_new_work_and_a_full_one_too(launcher, tmp_path):
+    server = shutil.which("redis-server") or "/usr/bin/redis-server"
+    port = free_port()
+    popen = subprocess.Popen(
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)]
+        + ["--requirepass", REDIS_PASSWORD, "--maxmemory", "16mb", "--maxmemory-policy", "noeviction"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"redis://:{REDIS_PASSWORD}@127.0.0.1:{port}/0"
+    try:
+        wait_for_redis(url, popen, "redis-server")
+        service = Service(url)
+        launcher.worker(service)
+        launcher.api(service)
+        service.wait_healthy()
+        assert service.post("/v1/jobs", json=request_body("refund?", q=NOUL)).status_code == 202
+        db = redis.Redis.from_url(url)
+        filler = "x" * 100_000
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            for i in range(1000):  # up to the bound, as other tenants of this Redis might
+                db.set(f"filler:{i}", filler)
+        db.delete("filler:0", "filler:1")  # just under the bound: within the headroom kept for answers
+        time.sleep(admission_cache_s + 0.1)
+        for r in (
+            service.post("/v1/jobs", json=request_body("x", q=NOUL)),
+            service.post("/v1/systemone", json=request_body("refund?", q=NOUL)),
+        ):
+            assert_overloaded(r)
+            assert "memory" in r.json()["detail"]
+        assert json.loads(db.get(contract.worker_key("english", service.workers()[0]["node"])))["state"] == "ready"
+    finally:
+        popen.terminate()
+        popen.wait(10)
