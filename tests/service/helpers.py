@@ -168,6 +168,20 @@ class Launcher:
             process.stop()
 
 
+def stack_env(home: Path, redis_url: str, api_port: int, **more: str) -> dict[str, str]:
+    """laya-stack's environment in tests: its Redis, its API port, its cache in `home`, the reference executor."""
+    return {
+        "PATH": str(BIN) + ":/usr/bin:/bin",
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "LAYA_REDIS_URL": redis_url,
+        "LAYA_PORT": str(api_port),
+        "LAYA_EXECUTOR": "reference",
+        "LAYA_DEVICE": "cpu",
+        **more,
+    }
+
+
 @contextlib.contextmanager
 def laya_stack(tmp_path: Path, *args: str):
     """`laya-stack ARGS` with its own Redis and cache under `tmp_path`, until ready; yields (API URL, Redis URL).
@@ -176,15 +190,7 @@ def laya_stack(tmp_path: Path, *args: str):
     """
     redis_port, api_port = free_port(), free_port()
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
-    env = {
-        "PATH": str(BIN) + ":/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-        "LAYA_REDIS_URL": redis_url,
-        "LAYA_PORT": str(api_port),
-        "LAYA_EXECUTOR": "reference",
-        "LAYA_DEVICE": "cpu",
-    }
+    env = stack_env(tmp_path, redis_url, api_port)
     log = tmp_path / "stack.log"
     with open(log, "wb") as out:
         stack = subprocess.Popen([str(BIN / "laya-stack"), *args], env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -19,7 +19,7 @@ import redis
 import requests
 
 from recipe.stack import free_port, wait_until
-from service.helpers import BIN, NOUL, STACK_STARTUP_TIMEOUT_S, request_body
+from service.helpers import BIN, NOUL, STACK_STARTUP_TIMEOUT_S, request_body, stack_env
 
 # distinctive, so finding it in a log or a command line means it was printed; in the URL percent-encoded, and
 # with characters redis.conf must quote
@@ -75,20 +75,6 @@ def stack(tmp_path_factory):
         if popen.poll() is None:
             popen.send_signal(signal.SIGINT)
             popen.wait(60)
-
-
-def stack_env(home: Path, redis_url: str, api_port: int, **more: str) -> dict[str, str]:
-    """laya-stack's environment as `helpers.laya_stack` gives it: its Redis, its API port, its cache in `home`."""
-    return {
-        "PATH": str(BIN) + ":/usr/bin:/bin",
-        "HOME": str(home),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "LAYA_REDIS_URL": redis_url,
-        "LAYA_PORT": str(api_port),
-        "LAYA_EXECUTOR": "reference",
-        "LAYA_DEVICE": "cpu",
-        **more,
-    }
 
 
 def health(base: str) -> int | None:
