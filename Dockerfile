@@ -18,7 +18,6 @@ COPY app ./app
 COPY worker ./worker
 COPY kernels ./kernels
 COPY bundle ./bundle
-COPY recipe ./recipe
 ARG GIT_COMMIT=""
 RUN LAYA_GIT_COMMIT="$GIT_COMMIT" python -m build --wheel --outdir /dist .
 

@@ -53,11 +53,13 @@ def require_content_type(*allowed: str) -> str:
 
 
 def parse_json(body: bytes | bytearray, where: str = "body") -> object:
-    """:raise 400: not JSON (NaN and Infinity are not), or nested too deeply (contract.read_json).
+    """:raise 400: empty, not JSON (NaN and Infinity are not), or nested too deeply (contract.read_json).
 
     A bytearray is emptied once decoded, before it is parsed: the bytes, their text and the values parsed from it
     would otherwise be held at once (a maximal batch: 64 MB each).
     """
+    if not body.strip():
+        raise ApiError("bad_request", f"{where} is empty; send a JSON request (examples/ holds one of each kind)")
     try:
         text = body.decode("utf-8")  # UTF-8 only (RFC 8259 8.1)
         if isinstance(body, bytearray):

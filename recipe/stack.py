@@ -26,6 +26,7 @@ from worker import contract
 
 START_TIMEOUT_S = 600  # a worker's load + warmup of the large checkpoint, or of the tiny one on a busy CPU
 BIN = Path(sys.executable).parent
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -42,6 +43,12 @@ def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
             return value
         time.sleep(interval_s)
     raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
+def checkout_env() -> dict[str, str]:
+    """This environment with the checkout first on PYTHONPATH: recipes are not installed with the package, and a
+    worker a recipe starts may run one of them (LAYA_EXECUTOR=recipe.faulty_executor:make)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(CHECKOUT), os.environ.get("PYTHONPATH"))))}
 
 
 def command(name: str) -> str:
@@ -87,7 +94,7 @@ class Stack:
         self._started += 1
         with open(self.logs / f"{self._started:02d}-{name}.log", "wb") as log:
             return subprocess.Popen(
-                cmd, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                cmd, env={**checkout_env(), **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
 
     # --- processes ---

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Set up (idempotently) everything the service and its tests need, from nothing: a virtual environment
-# in .venv with the project, its test and build extras, and redis-server. Safe to run again.
+# in .venv with the project, its test and build extras, and redis-server. Safe to run again. Building a
+# CUDA bundle needs nvcc too: without it everything else works, and this says how to get it.
 #   scripts/setup.sh            # then: .venv/bin/laya-stack   or   .venv/bin/python -m pytest -q
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then sed -n 2,4p "$0"; exit 0; fi
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then sed -n 2,5p "$0"; exit 0; fi
 if ! command -v redis-server >/dev/null 2>&1; then
   echo "setup: installing redis-server" >&2
   (apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null
@@ -21,13 +22,12 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -c 'import torch, laya, celery, flask, tilelang' >/dev/null
   rm -f .venv/.setup-*; touch "$stamp"
 fi
-# Building a bundle (laya-bundle build, tests/bundle) needs the CUDA toolkit's nvcc and binutils, no GPU.
+# Building a bundle (laya-bundle build, tests/bundle's build tests) needs the CUDA toolkit's nvcc and binutils,
+# no GPU; the service, its CPU executor and every other test do not.
 missing=""
 for tool in nvcc objcopy objdump; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done
 if [ -n "$missing" ]; then
-  echo "setup: not on PATH:$missing. The bundle build and tests/bundle need nvcc from the CUDA 13.0 toolkit (with its" >&2
-  echo "  headers and libcudart_static.a) and binutils: install NVIDIA's cuda-nvcc-13-0 and cuda-cudart-dev-13-0" >&2
-  echo "  (apt, from https://developer.download.nvidia.com/compute/cuda/repos/) or the CUDA 13.0 toolkit, put its" >&2
-  echo "  bin/ on PATH, apt-get install binutils, and run scripts/setup.sh again." >&2
-  exit 1
+  echo "setup: done; not on PATH:$missing, which only building a CUDA bundle needs (those tests skip): install" >&2
+  echo "  NVIDIA's cuda-nvcc-13-0 and cuda-cudart-dev-13-0 (apt, https://developer.download.nvidia.com/compute/cuda/repos/)" >&2
+  echo "  or the CUDA 13.0 toolkit with its bin/ on PATH, and binutils (apt-get install binutils)." >&2
 fi

@@ -1,10 +1,10 @@
 """Shared test setup: fixed seeds, the `gpu` marker, and a run that cannot pass on nothing.
 
-A test may skip only when it is marked `gpu` (it needs a Hopper GPU, skipped elsewhere) or `optional`
-(it needs what a machine may lack and the service does not: the TLS test, where redis-server is built
-without TLS). Any other skip means this machine's setup is incomplete (nvcc, TileLang, redis-server:
-scripts/setup.sh installs them or says what to install), and the run fails naming those tests; so does a
-run in which no test ran at all.
+A test may skip only when it is marked `gpu` (it needs a Hopper GPU, skipped elsewhere), `nvcc` (it builds a
+bundle, which needs the CUDA toolkit's nvcc; skipped where scripts/setup.sh found none) or `optional` (it needs
+what a machine may lack and the service does not: the TLS test, where redis-server is built without TLS). Any
+other skip means this machine's setup is incomplete (TileLang, redis-server: scripts/setup.sh installs them),
+and the run fails naming those tests; so does a run in which no test ran at all.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-MAY_SKIP = ("gpu", "optional")
+MAY_SKIP = ("gpu", "optional", "nvcc")
 
 
 class MustRun:

@@ -64,6 +64,13 @@ def test_json_that_is_not_strict_or_nests_too_deeply_is_400(client, dispatcher, 
     assert dispatcher.submitted == []
 
 
+@pytest.mark.parametrize("body", [b"", b"  \n"])
+def test_an_empty_body_is_400_saying_so(client, dispatcher, body):
+    detail = error(client.post("/v1/systemone", data=body, content_type="application/json"), 400)["detail"]
+    assert "empty" in detail and "examples/" in detail
+    assert dispatcher.submitted == []
+
+
 def test_nesting_up_to_the_limit_is_accepted(client, dispatcher):
     depth = contract.LIMITS["max_json_depth"] - 1  # the body's own object is the first level
     body = b'{"state": ' + b"[" * depth + b"]" * depth + b', "questions": {}}'

@@ -11,7 +11,7 @@ from bundle.verify import main as verify_main
 from bundle.verify import verify
 from laya_common.checkpoint import ARTIFACTS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.nvcc]
 
 ENTRY_POINTS = {
     "gemm_qkv_bf16",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import requests
 
-from recipe.stack import free_port, wait_until
+from recipe.stack import checkout_env, free_port, wait_until
 
 REDIS_PASSWORD = "laya-test-password"
 API_KEY = "laya-test-key"
@@ -119,7 +118,7 @@ class Launcher:
 
     def _start(self, name: str, cmd: list[str], env: dict) -> Process:
         log = self.logs / f"{name}-{len(self.started)}.log"
-        full_env = {**os.environ, "LAYA_API_KEY": API_KEY, **env}
+        full_env = {**checkout_env(), "LAYA_API_KEY": API_KEY, **env}
         with open(log, "wb") as out:
             popen = subprocess.Popen(cmd, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         process = Process(name, popen, log)

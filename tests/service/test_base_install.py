@@ -65,7 +65,7 @@ def test_the_sdist_and_the_wheel_carry_the_commit_they_were_built_from(dist):
     (wheel,) = dist.glob("*.whl")
     with zipfile.ZipFile(wheel) as whl:
         assert stamp in whl.read("worker/_commit.py").decode()
-        assert not any(name.startswith("tests/") for name in whl.namelist())
+        assert not any(name.startswith(("tests/", "recipe/")) for name in whl.namelist())  # tools, not the product
 
 
 def test_the_base_install_is_the_api_without_torch(base_bin):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 import redis
@@ -74,3 +76,17 @@ def test_laya_stack_reads_the_apis_address_as_laya_api_does():
 
     for key, setting in stack.API_ADDRESS.items():
         assert (setting.var, setting.default) == (config.SETTINGS[key].var, config.SETTINGS[key].default)
+
+
+def test_setup_succeeds_without_nvcc_and_says_what_only_the_bundle_build_needs():
+    """The README's first command on a machine without the CUDA toolkit (here: nvcc hidden from PATH)."""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [str(root / "scripts" / "setup.sh")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "nvcc" in out.stderr and "bundle" in out.stderr
