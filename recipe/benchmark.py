@@ -339,7 +339,7 @@ def main(args: argparse.Namespace) -> int:
         gpu_after=gpu_state(),
         torch=torch.__version__,
         executor=described,
-        kernel_mapping=engine.executor.mapping() if hasattr(engine.executor, "mapping") else {},
+        kernel_mapping=engine.executor.mapping(),
         inputs=INPUTS,
         warmups=args.warmups,
         samples=args.samples,

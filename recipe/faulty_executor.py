@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from laya_common.settings import Setting, read
+from worker.batch import Executor
 
 WARMUP_FORWARDS = 2  # Engine.warmup answers one request at the smallest shape and one at the largest
 FAULT = {
@@ -30,7 +31,9 @@ def make(cfg, weights: dict, *, checkpoint, options):
     return FaultyExecutor(inner, kind=fault["kind"], after=fault["after"])
 
 
-class FaultyExecutor:
+class FaultyExecutor(Executor):
+    """Its passes go through `forward` (the default `launch`), so every one after the warmup fails."""
+
     def __init__(self, inner, *, kind: str, after: int) -> None:
         self.inner, self.kind, self.answered_before_failing = inner, kind, WARMUP_FORWARDS + after
         self.name = inner.name
@@ -44,8 +47,15 @@ class FaultyExecutor:
     def describe(self) -> dict:
         return {**self.inner.describe(), "fault": self.kind}
 
-    def __getattr__(self, name: str):  # admits, warmup, mapping: the wrapped executor's
-        return getattr(self.__dict__["inner"], name)
+    def warmup(self, *, every_bucket: bool = False) -> None:
+        self.inner.warmup(every_bucket=every_bucket)
+
+    def mapping(self) -> dict[str, dict[str, str]]:
+        return self.inner.mapping()
+
+    @property
+    def admits(self):
+        return self.inner.admits
 
     def _fail(self) -> None:
         if self.kind == "cuda":

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from recipe.bench_inputs import BATCH_QUESTIONS, batch_states
-from worker.batch import Admits, Outputs
+from worker.batch import Admits, Executor, Outputs
 from worker.version import version_info
 
 FIXED_MS, US_PER_TOKEN = 0.25, 1.7  # one pass on the H200: fixed cost and per padded token (M >= 2,560)
@@ -35,7 +35,7 @@ APPEND_MS = 0.5  # the worker's Redis round trip appending a window's results
 ROUNDS = 3
 
 
-class SimulatedGPU:
+class SimulatedGPU(Executor):
     """An executor (with `launch`) whose passes finish on a simulated GPU's clock; answers are all equal."""
 
     name = "simulated"

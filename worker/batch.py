@@ -1,9 +1,11 @@
-"""The one contract between the engine and an executor: what an executor admits (Admits), what one
-forward pass receives (Batch: rows as the kernels consume them) and what it returns (Outputs)."""
+"""The one contract between the engine and an executor: the executor itself (Executor), what it admits
+(Admits), what one forward pass receives (Batch: rows as the kernels consume them) and what it returns
+(Outputs)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -76,3 +78,38 @@ class Outputs:
 
     logits: np.ndarray
     act_probs: np.ndarray
+
+
+class Pending(Protocol):
+    def result(self) -> Outputs: ...
+
+
+class Finished:
+    """A pass that ran to completion when it was launched: what the default `launch` gives."""
+
+    def __init__(self, outputs: Outputs) -> None:
+        self._outputs = outputs
+
+    def result(self) -> Outputs:
+        return self._outputs
+
+
+class Executor(Protocol):
+    name: str
+    admits: Admits  # what one forward pass takes; the engine's limits come from it
+    passes_in_flight: int = 1  # passes launched and not read yet that it holds before one must be read
+
+    def forward(self, batch: Batch) -> Outputs: ...
+
+    def describe(self) -> dict: ...
+
+    def launch(self, batch: Batch) -> Pending:
+        """Start a pass; `result()` waits for its Outputs. By default the pass runs to completion here."""
+        return Finished(self.forward(batch))
+
+    def warmup(self, *, every_bucket: bool = False) -> None:
+        """Prepare the shapes requests will need (or every one it has), before the first request. Default: none."""
+
+    def mapping(self) -> dict[str, dict[str, str]]:
+        """Which implementation serves each kernel entry point, per shape it has seen. Default: no kernels."""
+        return {}

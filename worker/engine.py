@@ -12,11 +12,11 @@ from typing import Protocol
 
 from laya_common.checkpoint import check_checkpoint
 from laya_common.model import ModelConfig
-from worker.batch import Batch, Outputs
+from worker.batch import Batch, Executor, Outputs, Pending
 from worker.checkpoint import load_weights
 from worker.contract import LIMITS, ExecutorError, RequestError
 from worker.decode import decode_answers
-from worker.executors import Executor, ExecutorOptions, Pending, launch, make_executor
+from worker.executors import ExecutorOptions, make_executor
 from worker.sequences import (
     Question,
     Row,
@@ -77,7 +77,7 @@ class Engine:
         from importlib import metadata
 
         described = self.executor.describe()
-        mapping = getattr(self.executor, "mapping", dict)()
+        mapping = self.executor.mapping()
         loaded: dict[str, set] = {}
         for entries in mapping.values():
             for entry, impl in entries.items():
@@ -138,7 +138,7 @@ class Engine:
         # so that the executor is free for the next request.
         if not bounds or bounds[0][0] == bounds[0][1]:
             return
-        depth = max(1, getattr(self.executor, "passes_in_flight", 1))
+        depth = max(1, self.executor.passes_in_flight)
         upcoming = self._prepare_window(payloads, range(*bounds[0]))
         in_flight: deque[tuple[list[RowRef], Pending, _Window]] = deque()
         unread: deque[_Window] = deque()  # windows with passes not yet read, in input order
@@ -241,9 +241,7 @@ class Engine:
     def warmup(self, *, every_bucket: bool = False) -> None:
         """Prepare the executor's common shapes (or every shape it has), then answer a real request at the
         smallest and largest."""
-        prepare = getattr(self.executor, "warmup", None)
-        if prepare is not None:
-            prepare(every_bucket=every_bucket)
+        self.executor.warmup(every_bucket=every_bucket)
         long_state = " ".join(["word"] * (2 * self.config.max_len))
         questions = {
             f"q{i}": {"type": "noul", "instructions": "Is this a warm-up?"} for i in range(LIMITS["max_questions"])
@@ -256,7 +254,7 @@ class Engine:
         if not rows:
             return None
         try:
-            return launch(self.executor, Batch.from_rows(rows, self.tokenizer.pad_id, self.executor.admits))
+            return self.executor.launch(Batch.from_rows(rows, self.tokenizer.pad_id, self.executor.admits))
         except Exception as e:
             raise self._failed(e) from e
 

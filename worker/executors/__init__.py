@@ -1,14 +1,8 @@
 """Executors run the model on a Batch and return Outputs; they never see JSON.
 
-    class Executor(Protocol):
-        name: str
-        admits: Admits          # what one forward pass takes; the engine's limits come from it
-        def forward(self, batch: Batch) -> Outputs: ...
-        def describe(self) -> dict: ...
-        # optional: start a pass and return at once; .result() waits for its Outputs (the cuda executor),
-        # and how many launched passes it holds before one must be read (default 1)
-        def launch(self, batch: Batch) -> Pending: ...
-        passes_in_flight: int
+An executor subclasses `worker.batch.Executor`: it sets `name` and `admits` and defines `forward` and
+`describe`; the rest have defaults it overrides where it has more to offer (the cuda executor launches passes
+asynchronously, holds two in flight, captures its graphs in `warmup`, and names its kernels in `mapping`).
 
 `make_executor` builds one by name; "auto" takes the cuda executor when a Hopper GPU and a bundle that
 verifies against the checkpoint are both present, and says why it chose what it chose. A name
@@ -19,42 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from laya_common.model import ModelConfig
-from worker.batch import Admits, Batch, Outputs
+from worker.batch import Executor
 
 EXECUTORS = ("reference", "cuda")
-
-
-class Executor(Protocol):
-    name: str
-    admits: Admits
-
-    def forward(self, batch: Batch) -> Outputs: ...
-
-    def describe(self) -> dict: ...
-
-
-class Pending(Protocol):
-    def result(self) -> Outputs: ...
-
-
-class Finished:
-    """A pass that ran to completion when it was launched: what `launch` gives for an executor without its own."""
-
-    def __init__(self, outputs: Outputs) -> None:
-        self._outputs = outputs
-
-    def result(self) -> Outputs:
-        return self._outputs
-
-
-def launch(executor: Executor, batch: Batch) -> Pending:
-    """Start `batch` on `executor`: through its own `launch` where it has one (the pass runs on while the caller
-    goes on), else by running `forward` now."""
-    start = getattr(executor, "launch", None)
-    return start(batch) if start is not None else Finished(executor.forward(batch))
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from laya_common.model import GLOBAL, ModelConfig
-from worker.batch import Admits, Batch, Outputs
+from worker.batch import Admits, Batch, Executor, Outputs
 from worker.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, GemmRoutes
 from worker.executors.readout import INPUT_DTYPES, Readout, host_inputs
 from worker.executors.reference import readout_modules
@@ -259,7 +259,7 @@ class PendingPass:
             return self._executor._collect(self._slot, self._landing, self._k)
 
 
-class CudaExecutor:
+class CudaExecutor(Executor):
     name = "cuda"
     passes_in_flight = PASSES_IN_FLIGHT
 

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from bundle.export_tables import rope_cos_sin
 from laya_common.model import GLOBAL, ModelConfig
-from worker.batch import Admits, Batch, Outputs
+from worker.batch import Admits, Batch, Executor, Outputs
 
 DROPPED_WEIGHTS = ("temperature",)  # a calibration buffer the decoder reads from the config instead
 MASKED_LOGIT = -1e4
@@ -209,7 +209,7 @@ def load_model(cfg: ModelConfig, weights: dict[str, Tensor], device: torch.devic
     return model.to(device=device, dtype=torch.float32).eval()
 
 
-class ReferenceExecutor:
+class ReferenceExecutor(Executor):
     name = "reference"
 
     def __init__(self, cfg: ModelConfig, weights: dict[str, Tensor], device: str | None = None) -> None:
