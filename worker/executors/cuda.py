@@ -29,13 +29,14 @@ from torch import Tensor
 
 from laya_common.model import GLOBAL, ModelConfig
 from worker.batch import Admits, Batch, Executor, Outputs
+from worker.contract import LIMITS
 from worker.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, GemmRoutes
 from worker.executors.readout import INPUT_DTYPES, Readout, host_inputs
 from worker.executors.reference import readout_modules
 
 log = logging.getLogger("laya.executor")
 
-MAX_ROWS = 16  # rows per forward pass: the service's 16 questions, or packed batch rows
+MAX_ROWS = LIMITS["max_questions"]  # rows per forward pass: a request's rows (one per question) fit one
 TOKEN_STEP = 16  # rows are padded to a multiple of this many tokens: max_len / 16 buckets per row count
 MIB = 1 << 20
 

@@ -16,10 +16,11 @@ from torch import Tensor, nn
 from bundle.export_tables import rope_cos_sin
 from laya_common.model import GLOBAL, ModelConfig
 from worker.batch import Admits, Batch, Executor, Outputs
+from worker.contract import LIMITS
 
 DROPPED_WEIGHTS = ("temperature",)  # a calibration buffer the decoder reads from the config instead
 MASKED_LOGIT = -1e4
-MAX_ROWS = 16  # rows per forward pass: one request of up to 16 questions, or packed batch rows
+MAX_ROWS = LIMITS["max_questions"]  # rows per forward pass: a request's rows (one per question) fit one
 
 
 class Embeddings(nn.Module):
