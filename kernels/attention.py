@@ -27,10 +27,8 @@ SHAPES = {
 # A list of tiers per entry, as for the GEMMs: the loader picks one by M = R * L.
 TILE_CONFIGS = {
     "original": {name: [dict(max_m=None, block_M=64, block_N=64, num_stages=1, threads=128)] for name in SHAPES},
-    # 128-query tiles with two warpgroups from M = 513; 64-query tiles below, where they give the SMs twice the
-    # blocks (H200, docs/measurements/attention-tiles-h200-2026-12-03.json, ms summed over the chain's launches,
-    # 64 / 128 rows: global 0.053 / 0.064 at 1x77, 0.090 / 0.117 at 1x416, 0.105 / 0.083 at 3x183, 1.456 / 0.919
-    # at 16x512; local 0.081 / 0.099, 0.096 / 0.138, 0.154 / 0.119, 1.352 / 1.055)
+    # 128-query tiles with two warpgroups from M = 513, where they were faster; 64-query tiles below, where they
+    # give the SMs twice the blocks (H200: docs/records/attention-tiles-h200-2026-12-03.json)
     "optimized": {
         "attn_fwd_global_bf16": [
             dict(max_m=512, block_M=64, block_N=64, num_stages=2, threads=128),

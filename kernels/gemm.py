@@ -28,7 +28,7 @@ SHAPES = {
 _ORIGINAL_GEMM = dict(max_m=None, block_M=64, block_N=128, block_K=64, num_stages=3, threads=128)
 _ORIGINAL_GEGLU = dict(max_m=None, block_M=64, block_N=64, block_K=64, num_stages=3, threads=128)
 
-# H200 has 132 SMs. Three tiers, from the first timings (H200, 2026-12-02, docs/kernels.md):
+# H200 has 132 SMs. Three tiers (first timed on the H200: docs/records/kernel-timings-h200-2026-12-02.csv):
 # - M <= 128 (one-question inputs, weight-read bound): a 64-row tile, N tiles narrow enough for about one
 #   tile per SM, and 128-deep K steps so that each SM keeps more weight bytes in flight;
 # - M <= 1024: 64 x 64/128 tiles, still enough tiles to fill the SMs;
@@ -36,14 +36,10 @@ _ORIGINAL_GEGLU = dict(max_m=None, block_M=64, block_N=64, block_K=64, num_stage
 _SMALL = dict(max_m=128, block_M=64, block_K=128, num_stages=4, threads=128)
 _MID = dict(max_m=1024, block_M=64, block_K=64, num_stages=4, threads=128)
 _LARGE = dict(max_m=None, block_M=128, block_N=256, block_K=64, num_stages=4, threads=256)
-# GeGLU, from two tile sweeps on the H200. 2026-12-03 (docs/measurements/geglu-sweep-h200-2026-12-03.csv): the output
-# tile staged in shared memory (written whole, by TMA), 128-row tiles with two warpgroups above M = 128, rasterized
-# 64-row tiles below. 2026-12-04 (docs/measurements/wide-wgmma-sweep-h200-2026-12-04.csv, us at M = 16 / 80 / 256 /
-# 416 / 2560 / 8192 against the tiers before: 7.6 / 8.3 / 10.7 / 15.2 / 56.5 / 155.7 against 7.7 / 9.3 / 13.6 / 15.5 /
-# 58.2 / 174.2): both halves' weight slices in one shared tile and one accumulator ("joint"), each warpgroup taking
-# whole rows, so that a K step is one wgmma as wide as both halves (n256 in the large tier, was two n64 per half,
-# each waited for). 128 x 64 tiles up to M = 384, where ceil(M / 128) x 41 tiles still fit the 132 SMs in one wave
-# (docs/measurements/geglu-boundary-h200-2026-12-04.csv: 9.9-10.9 us at M 256-384, 17.8 at 400; 128 x 128: 14.4-15.0).
+# GeGLU: both halves' weight slices in one shared tile and one accumulator ("joint"), each warpgroup taking whole
+# rows, so that a K step is one wgmma as wide as both halves; the output tile staged in shared memory for TMA.
+# 128 x 64 tiles up to M = 384, where ceil(M / 128) x 41 tiles still fit the 132 SMs in one wave. The fastest of
+# the H200 tile sweeps: docs/records/wide-wgmma-sweep-h200-2026-12-04.csv, geglu-boundary-h200-2026-12-04.csv.
 _JOINT = dict(block_K=64, store="shared", joint=True)
 _GEGLU = [
     dict(_JOINT, max_m=128, block_M=64, block_N=64, num_stages=4, threads=128, swizzle=10),

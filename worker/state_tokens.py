@@ -33,11 +33,9 @@ import re
 CHARS_PER_TOKEN = 8  # first window, in characters per needed token: English BPE text runs 3-5; 8 rarely retries
 GROWTH = 4  # a window too short is grown this many times over
 # Pieces for the tokenizer's threads: at least PIECE_CHARS characters each (about 50 tokens of English), at
-# most MAX_PIECES. On the H200 host (16 cores), in a loop, the benchmark's 512-token states took 0.98-1.24 ms
-# whole and 0.24-0.25 ms so, 1,000 states of 20-300 words 211-332 -> 176-198 ms; wider pieces (384-1,024
-# characters, at most 4 or 8) gained less. End to end, 0.1-0.8 ms off the 512-token inputs and 5-6% more batch
-# states/s (recipe.tokenizer_pieces, docs/measurements/tokenizer-pieces-h200-2026-12-04.json). On 2 cores they
-# gain less or lose a little.
+# most MAX_PIECES. On the H200 host (16 cores) they cut a 512-token state's tokenizing about fourfold and gave
+# batches 5-6% more states/s; wider, fewer pieces gained less, and on 2 cores pieces gain less or lose a little
+# (recipe.tokenizer_pieces: docs/records/tokenizer-pieces-h200-2026-12-04.json).
 PIECE_CHARS = 256
 MAX_PIECES = 16
 

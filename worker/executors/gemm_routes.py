@@ -22,14 +22,10 @@ Ranges = tuple[tuple[int, int | None], ...]
 
 ROUTES: dict[str, dict[str, Ranges]] = {
     "original": {},
-    # docs/measurements/gemm-routes-h200-2026-12-03.csv (recipe.gemm_routes at commit f9bd9c2: each GEMM as the
-    # executor runs it, cold weights, CUDA graphs): cuBLAS is faster for every plain and bias GEMM at every M from
-    # 16 to 8192 (1.1x to 3.7x), but for ReLU-FFN1 at M = 16 (0.97x). GeGLU on cuBLAS adds an elementwise pass
-    # over [M, 2F]: slower at M = 16 (0.64x), even at 80 and 128, faster only from 256 to 1024 (1.05x to 1.14x),
-    # slower from 2560 (0.74x to 0.82x). A measured M wins the range down to the previous measured M.
-    # GeGLU stays on the bundle at every M since its tiers from the tile sweep of 2026-12-03
-    # (docs/measurements/geglu-sweep-h200-2026-12-03.csv): 12.8 against cuBLAS's 14.8 us at M = 256, 16.1 against
-    # 23.6 at 576.
+    # cuBLAS where it was faster, each GEMM timed as the executor runs it: every plain and bias GEMM at every M, but
+    # ReLU-FFN1 at M = 16 (docs/records/gemm-routes-h200-2026-12-03.csv; a measured M wins the range down to the
+    # previous measured M). GeGLU stays on the bundle at every M: cuBLAS needs an extra elementwise pass over
+    # [M, 2F], and the fused tiers beat it everywhere (docs/records/gemm-routes-h200-2026-12-03b.csv).
     "optimized": {
         "gemm_qkv_bf16": ((1, None),),
         "gemm_head_qkv_bias_bf16": ((1, None),),
