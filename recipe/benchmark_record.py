@@ -1,6 +1,6 @@
-"""The committed record of one `recipe.benchmark --compare` run: docs/benchmarks/<date>-h200.json.
+"""The committed record of one `recipe.benchmark --compare` run: docs/records/compare-h200-<date>.json.
 
-    python -m recipe.benchmark_record OUT/compare docs/benchmarks/2026-12-03-h200.json
+    python -m recipe.benchmark_record OUT/compare docs/records/compare-h200-2026-12-03.json
 
 Reads the run's summary.json and provenance.json (the output directory itself is not committed) and writes
 per input every system's median and p90, our executor time, our ratios, the floors and the matmul share, plus
@@ -77,7 +77,7 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("run", type=Path, help="the --compare run's output directory (summary.json, provenance.json)")
-    p.add_argument("out", type=Path, help="the record to write, e.g. docs/benchmarks/2026-12-03-h200.json")
+    p.add_argument("out", type=Path, help="the record to write, e.g. docs/records/compare-h200-2026-12-03.json")
     return p
 
 
