@@ -12,24 +12,20 @@
 # overhead     recipe.http_overhead on a private stack with the cuda executor, beside the bare Celery floor
 # beside       recipe.batch_beside_sync on a private stack with the cuda executor: sync 1x77 requests while a
 #              10,000-state batch runs, against each alone
-# overhead-ab  recipe/overhead_ab.sh: the same, alternating an older tree of the service (LAYA_AB_BASE, default
-#              ab_base/tree: git archive COMMIT app worker laya_common) with this one, twice
-# batch-ab     recipe/batch_ab.sh: /v1/batches end to end, alternating an older tree of the service (LAYA_AB_BASE,
-#              default ab_base/tree, as overhead-ab) with this one, three times
-# windows-ab   recipe.windows_ab: batch scoring (decide_in_windows) of an older worker/engine.py (LAYA_AB_ENGINE,
-#              default ab_base/engine.py: git show COMMIT:worker/engine.py) against this tree's, alternating
+# overhead-ab  recipe/ab.sh with recipe.http_overhead: the same, alternating an older tree of the service
+#              (LAYA_AB_BASE, default ab_base/tree: git archive COMMIT app worker laya_common) with this one, twice
+# batch-ab     recipe/ab.sh with recipe.batch_throughput: /v1/batches end to end, alternating an older tree of
+#              the service (LAYA_AB_BASE, as overhead-ab) with this one, three times
 # abba-graphs  recipe.abba, CUDA graphs;   abba-eager: the same without graphs
 # kernels      tests/kernels on the original and optimized bundles
 # profile      recipe.engine_profile: host functions and every launch of the chain
-# tokenizer    recipe.tokenizer_pieces: a long state tokenized whole against in pieces on the tokenizer's threads,
-#              alone and end to end (Engine.decide, decide_in_windows)
 # routes       recipe.gemm_routes: each GEMM on the bundle's kernel against cuBLAS
 # sweep        recipe.tile_sweep: the candidate bundles in bundles/sweep timed beside bundles/optimized, and
 #              their GEMM kernel tests (carry bundles/sweep, built by `python -m recipe.tile_sweep build`)
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n 2,28p "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n 2,26p "$0"; exit 0; }
 out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
@@ -57,19 +53,17 @@ for s in $steps; do
     beside) LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized step beside 300 python3 -m recipe.stack \
               --checkpoint "$ckpt" --logs "$work/beside/logs" -- python3 -m recipe.batch_beside_sync \
               --output "$work/beside" --states 10000 ;;
-    overhead-ab) step overhead-ab 420 recipe/overhead_ab.sh "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" \
-                   "$work/overhead-ab" ;;
-    batch-ab) step batch-ab 420 recipe/batch_ab.sh "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" "$work/batch-ab" 3 ;;
-    windows-ab) step windows-ab 240 python3 -m recipe.windows_ab --checkpoint "$ckpt" --bundle "$optimized" \
-                  --base-engine "${LAYA_AB_ENGINE:-ab_base/engine.py}" --output "$work/windows-ab" --rounds 7 ;;
+    overhead-ab) step overhead-ab 420 recipe/ab.sh "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" \
+                   "$work/overhead-ab" 2 python3 -m recipe.http_overhead --samples 500 --per-client 30 \
+                   --floor-pools prefork --floor-samples 200 --output ;;
+    batch-ab) step batch-ab 420 recipe/ab.sh "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" "$work/batch-ab" 3 \
+                python3 -m recipe.batch_throughput --batches 5 --output ;;
     abba-graphs) step abba-graphs 110 python3 -m recipe.abba --checkpoint "$ckpt" --optimized "$optimized" \
                    --original "$original" --output "$work/abba-graphs" ;;
     abba-eager) step abba-eager 120 python3 -m recipe.abba --checkpoint "$ckpt" --optimized "$optimized" \
                   --original "$original" --output "$work/abba-eager" --eager ;;
     profile) step profile 90 python3 -m recipe.engine_profile --checkpoint "$ckpt" --bundle "$optimized" \
                --output "$work/profile" ;;
-    tokenizer) step tokenizer 200 python3 -m recipe.tokenizer_pieces --checkpoint "$ckpt" --output "$work/tokenizer" \
-                 --bundle "$optimized" --rounds 3 ;;
     routes) step routes 90 python3 -m recipe.gemm_routes --bundle bundles/optimized --output "$work/routes" ;;
     sweep) step sweep 240 python3 -m recipe.tile_sweep time bundles/sweep --baseline bundles/optimized \
              --output "$work/sweep"

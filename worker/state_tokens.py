@@ -35,7 +35,7 @@ GROWTH = 4  # a window too short is grown this many times over
 # Pieces for the tokenizer's threads: at least PIECE_CHARS characters each (about 50 tokens of English), at
 # most MAX_PIECES. On the H200 host (16 cores) they cut a 512-token state's tokenizing about fourfold and gave
 # batches 5-6% more states/s; wider, fewer pieces gained less, and on 2 cores pieces gain less or lose a little
-# (recipe.tokenizer_pieces: docs/records/tokenizer-pieces-h200-2026-12-04.json).
+# (docs/records/tokenizer-pieces-h200-2026-12-04.json).
 PIECE_CHARS = 256
 MAX_PIECES = 16
 
