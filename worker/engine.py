@@ -16,7 +16,7 @@ from worker.batch import Batch, Executor, Outputs, Pending
 from worker.checkpoint import load_weights
 from worker.contract import LIMITS, ExecutorError, RequestError
 from worker.decode import decode_answers
-from worker.executors import ExecutorOptions, make_executor
+from worker.executors import ExecutorOptions, choose_executor, make_executor
 from worker.sequences import (
     Question,
     Row,
@@ -49,13 +49,15 @@ class Engine:
     ) -> None:
         """`executor`: a name for `make_executor` ("auto" chooses), or an executor already built on this checkpoint."""
         checkpoint = check_checkpoint(checkpoint)
+        options = options or ExecutorOptions()
+        # before anything parses the checkpoint: a bundle's recorded hashes name a changed file
+        choice = choose_executor(executor, checkpoint, options) if isinstance(executor, str) else None
         self.model_name = model_name
         self.config = ModelConfig.from_checkpoint(checkpoint)
         self.tokenizer = Tokenizer(checkpoint)
-        if isinstance(executor, str):
-            weights, options = load_weights(checkpoint), options or ExecutorOptions()
+        if choice is not None:
             self.executor, self.executor_choice = make_executor(
-                executor, self.config, weights, checkpoint=checkpoint, options=options
+                choice, self.config, load_weights(checkpoint), checkpoint=checkpoint, options=options
             )
         else:
             self.executor, self.executor_choice = executor, "given"

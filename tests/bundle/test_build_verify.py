@@ -96,6 +96,20 @@ def test_one_changed_byte_is_refused_naming_the_file(bundle_copy, name, capsys):
     assert str(path) in capsys.readouterr().err
 
 
+def test_the_cuda_engine_names_a_changed_checkpoint_file_before_anything_parses_it(bundle_copy):
+    from worker.engine import Engine
+    from worker.executors import ExecutorOptions
+    from worker.executors.cuda import BundleRefused
+
+    bundle, checkpoint = bundle_copy
+    path = checkpoint / "tokenizer" / "tokenizer_config.json"
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # as recipe.faults does: the JSON no longer parses
+    path.write_bytes(raw)
+    with pytest.raises(BundleRefused, match=str(path)):  # not the JSONDecodeError of reading it
+        Engine(checkpoint, executor="cuda", options=ExecutorOptions(bundle=bundle))
+
+
 def test_missing_file_is_refused(bundle_copy):
     bundle, checkpoint = bundle_copy
     (bundle / "rope_local_sin.f32").unlink()

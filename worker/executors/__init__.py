@@ -29,27 +29,54 @@ class ExecutorOptions:
     cublas: bool = True  # cuda: let the routing table send GEMMs to cuBLAS
 
 
+@dataclass(frozen=True)
+class Choice:
+    """Which executor a name means here (reference, cuda or MODULE:FACTORY), why, and the cuda executor's kernels
+    once its bundle and checkpoint verified."""
+
+    name: str
+    why: str
+    kernels: object = None
+
+
+def choose_executor(name: str, checkpoint: Path, options: ExecutorOptions) -> Choice:
+    """What `name` means here ("auto" chooses). It reads files only, and verifies the cuda executor's bundle
+    against the checkpoint before anything parses the checkpoint: a changed file is then refused by name (a
+    changed byte in tokenizer_config.json used to fail as the JSONDecodeError of reading it).
+
+    ValueError (BundleRefused for a bundle that does not verify) when it cannot be had here.
+    """
+    if ":" in name:
+        return Choice(name, f"plugin {name}")
+    if name == "auto":
+        return Choice(*_auto(checkpoint, options))
+    if name not in EXECUTORS:
+        raise ValueError(f"unknown executor {name!r}; available: auto, {', '.join(EXECUTORS)}")
+    if name == "reference":
+        return Choice(name, "asked for")
+    if options.bundle is None:
+        raise ValueError("the cuda executor needs a bundle directory (laya-run CHECKPOINT BUNDLE, LAYA_CUDA_BUNDLE)")
+    from worker.executors.cuda import verified_kernels
+
+    return Choice(name, "asked for", verified_kernels(options.bundle, checkpoint))
+
+
 def make_executor(
-    name: str, cfg: ModelConfig, weights: dict, *, checkpoint: Path, options: ExecutorOptions
+    choice: Choice | str, cfg: ModelConfig, weights: dict, *, checkpoint: Path, options: ExecutorOptions
 ) -> tuple[Executor, str]:
-    """The executor called `name`, and why it is the one ("asked for", or what "auto" found).
+    """The executor chosen (or called `choice`), and why it is the one ("asked for", or what "auto" found).
 
     ValueError (BundleRefused for a bundle that does not verify) when it cannot be built here.
     """
-    kernels = None
-    if ":" in name:
-        return _plugin(name)(cfg, weights, checkpoint=checkpoint, options=options), f"plugin {name}"
-    if name == "auto":
-        name, why, kernels = _auto(checkpoint, options)
-    elif name in EXECUTORS:
-        why = "asked for"
-    else:
-        raise ValueError(f"unknown executor {name!r}; available: auto, {', '.join(EXECUTORS)}")
-    if name == "reference":
+    if isinstance(choice, str):
+        choice = choose_executor(choice, checkpoint, options)
+    if ":" in choice.name:
+        return _plugin(choice.name)(cfg, weights, checkpoint=checkpoint, options=options), choice.why
+    if choice.name == "reference":
         from worker.executors.reference import ReferenceExecutor
 
-        return ReferenceExecutor(cfg, weights, device=options.device), why
-    return _cuda(cfg, weights, checkpoint, options, kernels), why
+        return ReferenceExecutor(cfg, weights, device=options.device), choice.why
+    return _cuda(cfg, weights, options, choice.kernels), choice.why
 
 
 def _plugin(name: str):
@@ -81,16 +108,14 @@ def _auto(checkpoint: Path, options: ExecutorOptions) -> tuple[str, str, object]
     return "cuda", f"auto: {torch.cuda.get_device_name()} and bundle {options.bundle} verified", kernels
 
 
-def _cuda(cfg: ModelConfig, weights: dict, checkpoint: Path, options: ExecutorOptions, kernels) -> Executor:
+def _cuda(cfg: ModelConfig, weights: dict, options: ExecutorOptions, kernels) -> Executor:
+    """The cuda executor on `kernels`, verified against the checkpoint by `choose_executor`."""
     import torch
 
     from bundle.export_tables import read_tables
-    from worker.executors.cuda import CudaExecutor, hopper_problem, verified_kernels
+    from worker.executors.cuda import CudaExecutor, hopper_problem
     from worker.executors.gemm_routes import GemmRoutes
 
-    if options.bundle is None:
-        raise ValueError("the cuda executor needs a bundle directory (laya-run CHECKPOINT BUNDLE, LAYA_CUDA_BUNDLE)")
-    kernels = kernels or verified_kernels(options.bundle, checkpoint)
     device = torch.device("cuda")
     problem = hopper_problem(device)
     if problem:
