@@ -1,5 +1,5 @@
 """setuptools hooks (the project itself is in pyproject.toml): a built sdist or wheel carries the git commit it was
-built from in worker/_commit.py, which `worker.version.git_commit` reads where there is no checkout to ask."""
+built from in laya_common/_commit.py, which `laya_common.version.git_commit` reads where there is no checkout to ask."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
 
-STAMP = Path("worker", "_commit.py")
+STAMP = Path("laya_common", "_commit.py")
 
 
 def commit() -> str:
@@ -20,7 +20,7 @@ def commit() -> str:
         return os.environ["LAYA_GIT_COMMIT"]
     if STAMP.is_file():  # building the wheel from an unpacked sdist
         return runpy.run_path(str(STAMP))["COMMIT"]
-    return runpy.run_path("worker/version.py")["git_commit"]()  # by path: the project is not importable here
+    return runpy.run_path("laya_common/version.py")["git_commit"]()  # by path: the project is not importable here
 
 
 def write_stamp(root: Path) -> None:

@@ -1,7 +1,7 @@
 """The Flask API: `create_app()` builds it from DEFAULTS, LAYA_* environment variables and a test mapping.
 
-It validates requests and hands them to the workers through Celery and Redis; it never imports torch
-nor anything from `worker/` but the standard-library-only `worker.contract` and `worker.version`.
+It validates requests and hands them to the workers through Celery and Redis; of the project it imports only
+`laya_common/` (standard library only), never `worker/`, so it never loads torch.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from celery import Celery
 from flask import Flask
 from flask.json.provider import DefaultJSONProvider
 
-from worker import contract
+from laya_common import contract
 
 
 def create_app(test_config: dict | None = None) -> Flask:

@@ -1,6 +1,6 @@
 """Admission: whether new work of each class can be taken, and when to come back if not.
 
-The workers publish how fast they drain each class of work (worker.heartbeat: seconds a sync request, a job
+The workers publish how fast they drain each class of work (worker.service.heartbeat: seconds a sync request, a job
 and a batch took, as moving averages). From those and the depth of a queue, the API tells a caller at once
 what it would otherwise learn after waiting:
 

@@ -11,7 +11,7 @@ from app.dispatch import dispatcher, wait_if_asked
 from app.errors import ApiError
 from app.payloads import batch_request
 from app.schemas import PageSchema
-from worker.contract import wire_json
+from laya_common.contract import wire_json
 
 bp = Blueprint("batches", __name__, url_prefix="/v1/batches")
 

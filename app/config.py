@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from laya_common import settings
+from laya_common import contract, settings
 from laya_common.settings import Setting
-from worker import contract
 
 MIB = 1 << 20
 

@@ -21,8 +21,7 @@ from flask import Flask, current_app
 from app import admission, task_message, tracing
 from app.admission import Fleet
 from app.errors import ApiError, from_envelope
-from laya_common import queues
-from worker import contract
+from laya_common import contract, queues
 
 READY_CACHE_S = 1.0  # how long a submission trusts the last read of the workers' records and Redis's memory
 INPUT_PIECE_BYTES = 4 << 20  # a batch's input goes to Redis in pieces of about this size (one RPUSH each)

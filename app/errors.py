@@ -14,7 +14,7 @@ from flask import Flask, jsonify
 from marshmallow import ValidationError
 from werkzeug.exceptions import HTTPException
 
-from worker import contract
+from laya_common import contract
 
 log = logging.getLogger("laya.api")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify
 
 from app.dispatch import dispatcher
-from worker import contract
-from worker.version import version_info
+from laya_common import contract
+from laya_common.version import version_info
 
 bp = Blueprint("info", __name__)
 

@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 
 from app.models import ready_workers
-from worker import contract
+from laya_common import contract
 
 bp = Blueprint("metrics", __name__)
 

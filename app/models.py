@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import current_app
 
 from app.errors import ApiError
-from worker import contract
+from laya_common import contract
 
 
 def served_models(settings: dict) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from marshmallow import Schema, fields, missing, validate
 
 from app import schemas
 from app.errors import ERROR_STATUS
-from worker.version import version_info
+from laya_common.version import version_info
 
 bp = Blueprint("openapi", __name__)
 
@@ -211,7 +211,7 @@ def _name(schema: type[Schema]) -> str:
 
 @bp.get("/openapi.json")
 def openapi():
-    from worker import contract
+    from laya_common import contract
 
     return jsonify(
         document(

@@ -8,7 +8,7 @@ from marshmallow import ValidationError
 from app.errors import ApiError, first_error
 from app.models import resolved_model
 from app.schemas import BatchSchema, RequestSchema
-from worker import contract
+from laya_common import contract
 
 JSON_TYPE = "application/json"
 JSON_LINES_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines")

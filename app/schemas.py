@@ -11,7 +11,7 @@ from __future__ import annotations
 from marshmallow import EXCLUDE, INCLUDE, Schema, ValidationError, fields, validate, validates
 
 from app.models import resolution_table
-from worker import contract
+from laya_common import contract
 
 QUESTION_TYPES = ("noul", "choice", "score")
 MAX_OFFSET = 10**9

@@ -25,7 +25,7 @@ from gunicorn.app.base import BaseApplication
 from app import config
 from app.errors import json_error
 from app.models import served_models
-from worker.version import add_version_flag
+from laya_common.version import add_version_flag
 
 GRACEFUL_TIMEOUT_S = 30
 # gunicorn's gevent worker reads each request head (the first on a connection too) under a timeout of this many

@@ -11,7 +11,7 @@ import time
 
 from flask import Flask, Response, current_app, g, request
 
-from worker import contract
+from laya_common import contract
 
 
 def init_app(app: Flask) -> None:

@@ -8,10 +8,10 @@ puts a message on with ENQUEUE (refused past a depth bound it gives), a worker t
 Redis has no blocking command that moves the first message of several lists, so each model also has a
 doorbell, a one-item list that is non-empty while some queue of the model may hold a message: ENQUEUE rings
 it, TAKE silences it when every queue is empty and rings it again when it leaves a message behind. An idle
-worker blocks on the doorbell (BLPOP), then runs TAKE (worker.redis_transport).
+worker blocks on the doorbell (BLPOP), then runs TAKE (worker.service.redis_transport).
 
 TAKE also records the message as unacknowledged, as kombu's Redis transport does after its BRPOP (its
-`unacked` hash and `unacked_index` sorted set, which kombu's restore and worker.redelivery read), in the same
+`unacked` hash and `unacked_index` sorted set, which kombu's restore and worker.service.redelivery read), in the same
 script: no moment exists at which a message is neither queued nor recorded, so a worker that dies at any
 point leaves nothing to lose.
 """

@@ -21,9 +21,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+from laya_common.version import version_info
 from recipe.bench_inputs import BATCH_QUESTIONS, batch_states
 from recipe.client import add_service_arguments
-from worker.version import version_info
 
 WAIT_S = 5  # each waiting fetch's ?wait=, under any sync timeout a deployment would set
 
@@ -61,7 +61,7 @@ def phases_ms(marks: dict, redis_url: str) -> dict:
     envelope (one clock: the client, the API and the worker on one host)."""
     import redis
 
-    from worker import contract
+    from laya_common import contract
 
     envelope = redis.Redis.from_url(redis_url).lindex(contract.result_key(marks["id"]), 0)
     timings = json.loads(envelope)["timings"]

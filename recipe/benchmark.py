@@ -33,7 +33,7 @@ from pathlib import Path
 
 from recipe.bench_inputs import BATCH_QUESTIONS, INPUTS, batch_states
 from recipe.provenance import versions
-from worker.settings import ENV
+from worker.service.settings import ENV
 
 WARMUPS, SAMPLES = 20, 100
 OURS = "ours"
@@ -43,7 +43,7 @@ class Ours:
     """Our engine: engine time around decide, executor time from the cuda executor's GPU events."""
 
     def __init__(self, checkpoint: Path, executor: str, options) -> None:
-        from worker.engine import Engine
+        from worker.engine.engine import Engine
 
         self.engine = Engine(checkpoint, executor=executor, options=options)
         self.engine.warmup()
@@ -301,7 +301,7 @@ def plot(samples: dict, path: Path) -> None:
 def main(args: argparse.Namespace) -> int:
     import torch
 
-    from worker.executors import ExecutorOptions
+    from worker.engine.executors import ExecutorOptions
 
     output: Path = args.output
     output.mkdir(parents=True)

@@ -44,8 +44,8 @@ def main(*, checkpoint: Path, bundle: Path, output: Path, warmups: int = 5, samp
     from bundle import export_tables
     from bundle.loader import Kernels
     from bundle.verify import verify
-    from worker.engine import Engine
-    from worker.executors import ExecutorOptions
+    from worker.engine.engine import Engine
+    from worker.engine.executors import ExecutorOptions
 
     output.mkdir(parents=True, exist_ok=True)
     result: dict = {

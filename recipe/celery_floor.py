@@ -20,7 +20,7 @@ from pathlib import Path
 
 from celery import Celery
 
-from worker import contract
+from laya_common import contract
 
 TASK, QUEUE = "laya.floor.noop", "laya.floor"
 REPLY = "x" * 1024

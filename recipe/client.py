@@ -7,7 +7,7 @@ import http.client
 import os
 from urllib.parse import urlparse
 
-from worker import contract
+from laya_common import contract
 
 
 def add_service_arguments(p: argparse.ArgumentParser) -> None:

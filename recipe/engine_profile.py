@@ -51,7 +51,7 @@ def host_stages(engine, payload: dict, samples: int = 200) -> dict[str, float]:
     """Median ms of each stage of `Engine.decide`, timed apart on the host (20 warm-ups): preparing the rows,
     the Batch, launching the pass (until the call returns), waiting for its result, decoding; then the whole
     `decide` and the executor's GPU time of its pass."""
-    from worker.batch import Batch
+    from worker.engine.batch import Batch
 
     times: dict[str, list[float]] = defaultdict(list)
     for i in range(20 + samples):
@@ -86,8 +86,8 @@ def step_times_us(executor, key: tuple[int, int]) -> list[tuple[str, str, float]
 
 
 def main(*, checkpoint: Path, bundle: Path, output: Path) -> int:
-    from worker.engine import Engine
-    from worker.executors import ExecutorOptions
+    from worker.engine.engine import Engine
+    from worker.engine.executors import ExecutorOptions
 
     output.mkdir(parents=True)
     engine = Engine(checkpoint, executor="cuda", options=ExecutorOptions(bundle=bundle))

@@ -34,12 +34,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from laya_common import queues
+from laya_common import contract, queues
 from recipe.client import Client
 from recipe.load import REQUESTS, answers_alone
 from recipe.provenance import versions
 from recipe.stack import Stack, add_stack_arguments, stop, wait_until
-from worker import contract
 
 FAULTS = ("redis-restart", "worker-kill", "api-restart", "executor-failure")
 HEARTBEAT_TTL_S, SYNC_TIMEOUT_S = 3, 10

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from laya_common.settings import Setting, read
-from worker.batch import Executor
+from worker.engine.batch import Executor
 
 WARMUP_FORWARDS = 2  # Engine.warmup answers one request at the smallest shape and one at the largest
 FAULT = {
@@ -23,8 +23,8 @@ FAULT = {
 
 
 def make(cfg, weights: dict, *, checkpoint, options):
-    """The factory `LAYA_EXECUTOR=recipe.faulty_executor:make` names (see `worker.executors.make_executor`)."""
-    from worker.executors import make_executor
+    """The factory `LAYA_EXECUTOR=recipe.faulty_executor:make` names (see `worker.engine.executors.make_executor`)."""
+    from worker.engine.executors import make_executor
 
     inner, _ = make_executor("auto", cfg, weights, checkpoint=checkpoint, options=options)
     fault = read(FAULT, os.environ)

@@ -3,7 +3,7 @@
     python -m recipe.gemm_routes --bundle bundles/optimized --output OUT
 
 For each GEMM entry point and M (token rows of a forward pass), times the bundle's kernel (the tier the
-loader picks for M) and the cuBLAS launch the executor would use instead (`worker.executors.cuda`:
+loader picks for M) and the cuBLAS launch the executor would use instead (`worker.engine.executors.cuda`:
 torch.mm / addmm with the bias and ReLU, for GeGLU the GEMM into [M, 2F] and the elementwise gelu(a) * g),
 both as `recipe.kernel_bench` times kernels: inside one CUDA graph, weights cycling through copies past
 the L2, 3 warm-up replays and 20 timed ones, a sample per launch. Writes OUT/gemm_routes.csv (every median)
@@ -23,7 +23,7 @@ import torch
 
 from bundle.loader import Kernels
 from recipe.kernel_bench import graph_launch_times_us, make_args, weight_copies
-from worker.executors.cuda import cublas_geglu, cublas_gemm
+from worker.engine.executors.cuda import cublas_geglu, cublas_gemm
 
 # (rows, tokens) per timed shape; M = rows x tokens runs from one short row to 16 full ones
 SHAPES = ((1, 16), (1, 80), (1, 128), (1, 256), (3, 192), (2, 512), (5, 512), (8, 512), (16, 512))

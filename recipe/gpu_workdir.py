@@ -20,7 +20,7 @@ SEED = 0
 def checkpoint(workdir: Path, size: str) -> Path:
     """The `size` checkpoint of this work directory, synthesized on first use."""
     from laya_common.checkpoint import ARTIFACTS
-    from worker.synthesize import synthesize
+    from worker.commands.synthesize import synthesize
 
     path = Path(workdir) / size / "checkpoint"
     if not all((path / name).is_file() for name in ARTIFACTS):

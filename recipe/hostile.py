@@ -27,10 +27,9 @@ from urllib.parse import urlparse
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from laya_common import queues
+from laya_common import contract, queues
 from recipe.client import Client, add_service_arguments
 from recipe.provenance import versions
-from worker import contract
 
 GENERATED, TIMEOUT_S, SEED = 2000, 30.0, 0
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")

@@ -38,10 +38,10 @@ import threading
 import time
 from pathlib import Path
 
+from laya_common import contract
 from recipe import celery_floor
 from recipe.client import Client, add_service_arguments
 from recipe.provenance import versions
-from worker import contract
 
 REQUEST = {
     "model": "english",

@@ -19,11 +19,11 @@ import threading
 import time
 from pathlib import Path
 
+from laya_common import contract
 from recipe.celery_floor import percentiles
 from recipe.client import Client
 from recipe.provenance import versions
 from recipe.stack import Stack, add_stack_arguments, wait_until
-from worker import contract
 
 QUESTIONS = {
     "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},

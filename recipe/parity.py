@@ -130,8 +130,8 @@ class LayaStock:
 
 
 def systems(checkpoint: Path, bundle: Path) -> dict:
-    from worker.engine import Engine
-    from worker.executors import ExecutorOptions
+    from worker.engine.engine import Engine
+    from worker.engine.executors import ExecutorOptions
 
     return {
         "cuda (graphs, fp32 RoPE)": Engine(checkpoint, executor="cuda", options=ExecutorOptions(bundle=bundle)),
@@ -171,8 +171,8 @@ def table(summary: dict, names: list[str]) -> str:
 def main(*, checkpoint: Path, bundle: Path, output: Path, per_class: int, seed: int) -> int:
     import torch
 
-    from worker.engine import Engine
-    from worker.executors import ExecutorOptions
+    from worker.engine.engine import Engine
+    from worker.engine.executors import ExecutorOptions
 
     output.mkdir(parents=True)
     reference = Engine(checkpoint, executor="reference", options=ExecutorOptions(device="cuda"))

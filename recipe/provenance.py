@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
-from worker.version import git_commit
+from laya_common.version import git_commit
 
 
 def versions(packages: tuple[str, ...]) -> dict[str, str]:

@@ -18,7 +18,7 @@ be none), and how many answers differ from the same request answered alone (must
 
 Then, with two workers or more, one worker is SIGKILLed (the whole process) while every worker holds a
 task, under recipe/faults.py's load of async jobs and sync calls: no fresh worker is started, so the task
-the dead one held is redelivered to and run by another (worker.redelivery), and every job accepted is
+the dead one held is redelivered to and run by another (worker.service.redelivery), and every job accepted is
 answered, once, with the right answer.
 
 Writes OUT/scale_out.json (every figure, the speed-up over one worker, the workers' own records,
@@ -244,7 +244,7 @@ def main(
 ) -> int:
     output.mkdir(parents=True)
     if checkpoint is None:
-        from worker.synthesize import synthesize
+        from worker.commands.synthesize import synthesize
 
         checkpoint = synthesize(output / "checkpoint", size="tiny", seed=0)
     record = provenance(checkpoint, bundle)

@@ -22,7 +22,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from worker import contract
+from laya_common import contract
 
 START_TIMEOUT_S = 600  # a worker's load + warmup of the large checkpoint, or of the tiny one on a busy CPU
 BIN = Path(sys.executable).parent

@@ -1,8 +1,9 @@
 """The packages depend one way, read from the source (ast): every import, those inside functions included.
 
-    laya_common  <-  kernels  <-  bundle  <-  worker  <-  app (worker.contract and worker.version only)
-                                                      <-  recipe (anything)
+    laya_common  <-  kernels  <-  bundle  <-  worker  <-  recipe (anything)
+    laya_common  <-  app
 
+and inside worker/: engine  <-  service  <-  commands (the engine knows no Celery, no Redis, no service).
 No module imports what its package may not, no chain of imports comes back to where it started, and
 nothing the API package reaches imports torch.
 """
@@ -23,7 +24,7 @@ MAY_IMPORT = {
     "kernels": ("laya_common",),
     "bundle": ("laya_common", "kernels"),
     "worker": ("laya_common", "bundle"),
-    "app": ("laya_common", "worker.contract", "worker.version"),
+    "app": ("laya_common",),
     "recipe": ("laya_common", "kernels", "bundle", "worker", "app"),
 }
 NOT_IN_THE_API = ("torch",)  # third-party packages nothing reachable from app/ may import
@@ -56,7 +57,7 @@ def imported_names(module: str) -> set[str]:
 
 
 def project_imports(module: str) -> set[str]:
-    """The project modules `module` imports (a name that is no file, such as worker._commit, is left out)."""
+    """The project modules `module` imports (a name that is no file, such as laya_common._commit, is left out)."""
     return {name for name in imported_names(module) if name in MODULES}
 
 
@@ -72,7 +73,7 @@ def test_every_module_is_read():
         "laya_common.model",
         "bundle.manifest",
         "kernels.registry",
-        "worker.engine",
+        "worker.engine.engine",
         "app",
         "recipe.benchmark",
     } <= set(MODULES)
@@ -89,7 +90,8 @@ def test_the_common_package_imports_the_standard_library_only():
         outside = {
             name
             for name in imported_names(module) - set(MODULES)
-            if name.split(".")[0] not in sys.stdlib_module_names and name != "__future__"
+            if name.split(".")[0] not in sys.stdlib_module_names
+            and name not in ("__future__", "laya_common._commit")  # written at build time, in the package
         }
         assert not outside, f"{module} imports {', '.join(sorted(outside))}"
 
@@ -112,6 +114,16 @@ def test_no_import_cycle():
         visit(module, [])
 
 
+ENGINE_MAY_NOT = ("worker.service", "worker.commands", "celery", "kombu", "redis")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("worker.engine")))
+def test_the_engine_knows_no_service(module):
+    """The decision engine runs alone (laya-run, the recipes): nothing of the Celery shell, nor Redis."""
+    wrong = sorted(n for n in imported_names(module) if any(n == r or n.startswith(r + ".") for r in ENGINE_MAY_NOT))
+    assert not wrong, f"{module} imports {', '.join(wrong)}: the engine knows no service (tests/test_layering.py)"
+
+
 def test_nothing_the_api_reaches_imports_torch():
     reached, todo = set(), [m for m in MODULES if m.split(".")[0] == "app"]
     while todo:
@@ -127,13 +139,14 @@ def test_nothing_the_api_reaches_imports_torch():
 @pytest.mark.parametrize(
     ("importer", "imported", "expected"),
     [
-        ("bundle.build", "worker.checkpoint", False),
+        ("bundle.build", "worker.engine.checkpoint", False),
         ("kernels.registry", "bundle.manifest", False),
-        ("app.errors", "worker.contract", True),
-        ("app.serve", "worker.engine", False),
-        ("worker.engine", "bundle.loader", True),
-        ("worker.engine", "kernels.gemm", False),
-        ("laya_common.model", "worker.contract", False),
+        ("app.errors", "laya_common.contract", True),
+        ("app.dispatch", "worker.service.tasks", False),
+        ("app.serve", "worker.engine.engine", False),
+        ("worker.engine.engine", "bundle.loader", True),
+        ("worker.engine.engine", "kernels.gemm", False),
+        ("laya_common.model", "worker.engine.batch", False),
         ("recipe.benchmark", "app", True),
     ],
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.errors import ERROR_STATUS, first_error
-from worker import contract
+from laya_common import contract
 
 GOOD = {"state": "refund please", "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}
 

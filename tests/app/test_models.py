@@ -7,7 +7,7 @@ import json
 import pytest
 
 from app import create_app
-from worker import contract
+from laya_common import contract
 
 ALL = ("english", "multilingual", "typed-decisions")
 GOOD = {"state": "refund please", "questions": {"q": {"type": "noul", "instructions": "Refund?"}}}

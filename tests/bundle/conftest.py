@@ -16,7 +16,7 @@ TILE_CONFIG = "optimized"
 
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory) -> Path:
-    from worker.synthesize import synthesize
+    from worker.commands.synthesize import synthesize
 
     return synthesize(tmp_path_factory.mktemp("ckpt") / "tiny", size="tiny", seed=0)
 

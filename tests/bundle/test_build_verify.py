@@ -97,9 +97,9 @@ def test_one_changed_byte_is_refused_naming_the_file(bundle_copy, name, capsys):
 
 
 def test_the_cuda_engine_names_a_changed_checkpoint_file_before_anything_parses_it(bundle_copy):
-    from worker.engine import Engine
-    from worker.executors import ExecutorOptions
-    from worker.executors.cuda import BundleRefused
+    from worker.engine.engine import Engine
+    from worker.engine.executors import ExecutorOptions
+    from worker.engine.executors.cuda import BundleRefused
 
     bundle, checkpoint = bundle_copy
     path = checkpoint / "tokenizer" / "tokenizer_config.json"
@@ -122,7 +122,7 @@ def test_bundle_without_tables_is_refused(built_bundle, tiny_checkpoint):
 
 
 def test_checkpoint_of_other_dimensions_is_refused(bundle_copy, tmp_path):
-    from worker.synthesize import synthesize
+    from worker.commands.synthesize import synthesize
 
     bundle, _ = bundle_copy
     other = synthesize(tmp_path / "alt", size="tiny-alt", seed=0)
@@ -156,7 +156,7 @@ def test_loader_resolves_every_symbol_and_init_needs_a_gpu(exported_bundle):
 
 def test_a_sweep_candidate_holds_only_its_entries_with_its_tiers(tmp_path, capsys):
     from bundle.build import CANDIDATE_CONFIG, main
-    from worker import bundle_cli
+    from worker.commands import bundle_cli
 
     tier = {"max_m": None, "block_M": 128, "block_N": 16, "block_K": 64, "num_stages": 2, "threads": 128}
     shared = {**tier, "max_m": 4096, "block_N": 32, "store": "shared", "swizzle": 4}

@@ -35,8 +35,8 @@ MASKED_LOGIT = -1e4
 class Setup:
     def __init__(self, size: str, workdir: Path) -> None:
         from recipe.gpu_workdir import bundle_for
-        from worker.engine import Engine
-        from worker.executors import ExecutorOptions
+        from worker.engine.engine import Engine
+        from worker.engine.executors import ExecutorOptions
 
         built = ROOT / BUNDLES[size]
         if not (built / "manifest.json").is_file():
@@ -47,7 +47,7 @@ class Setup:
         self.eager = Engine(self.checkpoint, executor="cuda", options=ExecutorOptions(bundle=self.bundle, eager=True))
 
     def outputs(self, engine, rows):
-        from worker.batch import Batch
+        from worker.engine.batch import Batch
 
         return engine.executor.forward(Batch.from_rows(rows, engine.tokenizer.pad_id, engine.executor.admits))
 
@@ -153,7 +153,7 @@ def test_a_replay_after_a_larger_shape_is_still_right(setup):
 def test_two_passes_in_flight_answer_as_each_alone(setup):
     """The second pass's inputs are staged while the first runs, and its graph replays right after the first's
     readout: each must still read only its own inputs and land its own outputs (batch scoring's pipeline)."""
-    from worker.batch import Batch
+    from worker.engine.batch import Batch
 
     executor = setup.graphs.executor
     batches = [
@@ -171,8 +171,8 @@ def test_two_passes_in_flight_answer_as_each_alone(setup):
 
 
 def test_original_rope_answers_as_the_reference_does(setup):
-    from worker.engine import Engine
-    from worker.executors import ExecutorOptions
+    from worker.engine.engine import Engine
+    from worker.engine.executors import ExecutorOptions
 
     engine = Engine(setup.checkpoint, executor="cuda", options=ExecutorOptions(bundle=setup.bundle, original_rope=True))
     assert engine.executor.describe()["rope"] == "rope_table_bf16"
@@ -196,10 +196,10 @@ CUDA_ERROR_SCRIPT = """
 import os
 import sys
 import numpy as np
-from worker.batch import Batch
-from worker.engine import Engine
-from worker.executors import ExecutorOptions
-from worker.contract import ExecutorError
+from worker.engine.batch import Batch
+from worker.engine.engine import Engine
+from worker.engine.executors import ExecutorOptions
+from laya_common.contract import ExecutorError
 engine = Engine(sys.argv[1], executor="cuda", options=ExecutorOptions(bundle=sys.argv[2]))
 payload = {"state": "refund", "questions": {"q": {"type": "noul", "instructions": "x"}}}
 rows = engine.prepare(payload).rows

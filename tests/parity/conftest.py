@@ -24,7 +24,7 @@ class Pair:
     size: str
     checkpoint: Path
     oracle: Any  # laya.Agent, fp32 on CPU
-    engine: Any  # worker.engine.Engine, the reference executor
+    engine: Any  # worker.engine.engine.Engine, the reference executor
 
     @property
     def tok(self):
@@ -34,7 +34,7 @@ class Pair:
 
 @pytest.fixture(scope="session")
 def checkpoint_dirs(tmp_path_factory) -> dict[str, Path]:
-    from worker.synthesize import synthesize
+    from worker.commands.synthesize import synthesize
 
     root = tmp_path_factory.mktemp("checkpoints")
     return {size: Path(synthesize(root / size, size=size, seed=SEED)) for size in SIZES}
@@ -47,8 +47,8 @@ def load_pair(checkpoint_dirs):
 
     def load(size: str) -> Pair:
         if size not in loaded:
-            from worker.engine import Engine
-            from worker.executors import ExecutorOptions
+            from worker.engine.engine import Engine
+            from worker.engine.executors import ExecutorOptions
 
             checkpoint = checkpoint_dirs[size]
             # fp32 on CPU on both sides, also on a machine with a GPU

@@ -12,7 +12,7 @@ import json
 import warnings
 from pathlib import Path
 
-from worker.contract import RequestError, laya_model
+from laya_common.contract import RequestError, laya_model
 
 MAX_QUESTIONS = 16  # DESIGN.md: more than 16 questions -> 422
 MAX_MARKERS = 2048  # DESIGN.md: more than 2048 option markers in a request -> 422

@@ -519,7 +519,7 @@ def test_a_question_the_reference_rejects_is_a_422(pair, name):
 @pytest.mark.parametrize("name", ["unknown type", "choice list with a number", "labels equal", "noul keyed yes/no"])
 def test_a_rejected_question_is_named_in_the_error(pair, name):
     """DESIGN.md: a 422 names the offending field, so the caller knows which question to fix."""
-    from worker.contract import RequestError
+    from laya_common.contract import RequestError
 
     with pytest.raises(RequestError) as info:
         pair.engine.decide(wire({"state": "x", "questions": {"ok": _Q, "bad-q": REJECTED_QUESTIONS[name]}}))

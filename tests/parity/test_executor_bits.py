@@ -3,7 +3,7 @@
 Byte equality of the rounded JSON only shows a numeric difference when a value lands on a rounding boundary
 (about one request in a few hundred here), so this compares what decoding starts from: the option logits and
 the act-head probabilities of the same rows. It uses the engine's internals (`prepare`, `executor.forward`,
-`worker.batch.Batch`); if those are renamed, update this file, not the tolerance: there is none.
+`worker.engine.batch.Batch`); if those are renamed, update this file, not the tolerance: there is none.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def forward_both(pair, payload):
     """(laya logits, laya act probs), (engine logits, engine act probs) for the rows of one request."""
     from laya.common import collate_items
 
-    from worker.batch import Batch
+    from worker.engine.batch import Batch
 
     payload = wire(payload)
     agent, questions = pair.oracle, payload["questions"]

@@ -53,7 +53,7 @@ def redis_server(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def checkpoint(tmp_path_factory) -> Path:
-    from worker.synthesize import synthesize
+    from worker.commands.synthesize import synthesize
 
     return synthesize(tmp_path_factory.mktemp("checkpoint") / "tiny", size="tiny", seed=0)
 

@@ -85,7 +85,7 @@ class Service:
 
     def workers(self) -> list[dict]:
         """Every live worker's record, as the workers write it in Redis (what /health counts)."""
-        from worker import contract
+        from laya_common import contract
 
         return contract.read_workers(self.redis())
 

@@ -15,10 +15,9 @@ import redis
 from app import admission, task_message
 from app.admission import Fleet
 from app.dispatch import READY_CACHE_S as admission_cache_s
-from laya_common import queues
+from laya_common import contract, queues
 from service.helpers import NOUL, REDIS_PASSWORD, Service, free_port, request_body, wait_for_redis, wait_until
 from service.test_classes_of_work import paused
-from worker import contract
 
 
 @pytest.fixture

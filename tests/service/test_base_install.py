@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from laya_common.version import git_commit, package_version
 from service.helpers import NOUL, Service, request_body
-from worker.version import git_commit, package_version
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_ONLY = {"torch", "numpy", "safetensors", "tokenizers", "huggingface-hub", "tqdm", "tilelang"}
@@ -60,11 +60,11 @@ def test_the_sdist_and_the_wheel_carry_the_commit_they_were_built_from(dist):
     with tarfile.open(sdist) as tar:
         names = tar.getnames()
         top = names[0].split("/")[0]
-        assert stamp in tar.extractfile(f"{top}/worker/_commit.py").read().decode()
+        assert stamp in tar.extractfile(f"{top}/laya_common/_commit.py").read().decode()
     assert f"{top}/tests/service/test_base_install.py" in names  # the tests travel with the sdist
     (wheel,) = dist.glob("*.whl")
     with zipfile.ZipFile(wheel) as whl:
-        assert stamp in whl.read("worker/_commit.py").decode()
+        assert stamp in whl.read("laya_common/_commit.py").decode()
         assert not any(name.startswith(("tests/", "recipe/")) for name in whl.namelist())  # tools, not the product
 
 

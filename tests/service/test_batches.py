@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from laya_common.contract import wire_json
 from service.helpers import CHOICE, NOUL, SCORE, assert_same_answers, wait_until
-from worker.contract import wire_json
 
 QUESTIONS = {"refund": NOUL, "topic": CHOICE, "anger": SCORE}
 STATES = [f"Customer {i}: " + ("my card was charged twice " * (i % 5)) + "please help" for i in range(13)]

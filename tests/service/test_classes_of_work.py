@@ -12,9 +12,8 @@ import time
 
 import pytest
 
-from laya_common import queues
+from laya_common import contract, queues
 from service.helpers import NOUL, Service, assert_same_answers, request_body, wait_until
-from worker import contract
 
 CHUNK = 4  # states between two progress updates of a batch (LAYA_BATCH_CHUNK)
 TAKE_WAIT_S = 1  # kombu's brpop_timeout: how long an idle worker's wait for its model's doorbell lasts

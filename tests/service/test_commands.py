@@ -10,8 +10,8 @@ import pytest
 import redis
 import requests
 
+from laya_common.version import git_commit, package_version
 from service.helpers import BIN, NOUL, laya_stack, request_body
-from worker.version import git_commit, package_version
 
 
 @pytest.mark.parametrize("command", ["laya-api", "laya-worker", "laya-stack", "laya-run", "laya-bundle"])
@@ -72,7 +72,7 @@ def test_laya_stack_starts_redis_a_worker_and_the_api_and_stops_them_on_ctrl_c(t
 
 def test_laya_stack_reads_the_apis_address_as_laya_api_does():
     from app import config
-    from worker import stack
+    from worker.commands import stack
 
     for key, setting in stack.API_ADDRESS.items():
         assert (setting.var, setting.default) == (config.SETTINGS[key].var, config.SETTINGS[key].default)

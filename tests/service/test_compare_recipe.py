@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from laya_common.version import git_commit, package_version
 from recipe.compare_with_backend import DEFAULT_REQUESTS, main
 from service.helpers import API_KEY
-from worker.version import git_commit, package_version
 
 
 def test_the_recipe_finds_no_difference_and_stores_both_sides(stack, checkpoint, tmp_path):
@@ -23,7 +23,7 @@ def test_the_recipe_finds_no_difference_and_stores_both_sides(stack, checkpoint,
 
 def test_the_recipe_reports_a_difference(stack, tmp_path):
     """Another checkpoint's laya-run disagrees with the service: the recipe must say so and exit 1."""
-    from worker.synthesize import synthesize
+    from worker.commands.synthesize import synthesize
 
     other = synthesize(tmp_path / "other", size="tiny", seed=7)
     out = tmp_path / "compare"

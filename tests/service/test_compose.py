@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from app.config import SETTINGS
-from worker import contract
-from worker.settings import ENV
+from laya_common import contract
+from worker.service.settings import ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = {ep.name for ep in metadata.distribution("laya-service").entry_points if ep.group == "console_scripts"}

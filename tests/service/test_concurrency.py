@@ -6,8 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
+from laya_common import contract
 from service.helpers import API_KEY, CHOICE, NOUL, request_body, wait_until
-from worker import contract
 
 CLIENTS, PER_CLIENT = 8, 4
 

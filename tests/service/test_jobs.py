@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import signal
 
+from laya_common import contract
 from service.helpers import CHOICE, NOUL, SCORE, Service, request_body
-from worker import contract
 
 PAYLOAD = request_body("The parcel arrived broken; I want my money back.", topic=CHOICE, refund=NOUL, anger=SCORE)
 

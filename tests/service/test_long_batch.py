@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
+from laya_common import contract
 from service.helpers import NOUL, Service, wait_until
-from worker import contract
 
 HEALTH_CHECK_S = 1  # kombu's default is 25 s; a batch of a few seconds then outlasts it
 

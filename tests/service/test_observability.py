@@ -7,9 +7,9 @@ import json
 import requests
 
 from app.metrics import KNOWN_METHODS
+from laya_common import contract
+from laya_common.version import git_commit, package_version
 from service.helpers import NOUL, request_body
-from worker import contract
-from worker.version import git_commit, package_version
 
 
 def test_health_counts_warm_workers_and_names_nobodys_work(stack):

@@ -1,6 +1,6 @@
-"""Taking work in class order (laya_common.queues, worker/redis_transport.py): the scripts on a Redis of their own,
-kombu's consumer with our transport, the real worker's commands (MONITOR), and the kombu internals the transport
-replaces, checked against the installed kombu so that an upgrade that moves one fails here."""
+"""Taking work in class order (laya_common.queues, worker/service/redis_transport.py): the scripts on a Redis of
+their own, kombu's consumer with our transport, the real worker's commands (MONITOR), and the kombu internals
+the transport replaces, checked against the installed kombu so that an upgrade that moves one fails here."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from kombu import Connection
 from kombu.transport import redis as kombu_redis
 
 from app import task_message
-from laya_common import queues
+from laya_common import contract, queues
 from service.helpers import NOUL, request_body, wait_until
-from worker import contract, redis_transport
-from worker.redelivery import Redeliverer
+from worker.service import redis_transport
+from worker.service.redelivery import Redeliverer
 
 END = "laya-test-monitor-end"
 MODEL = "english"
@@ -181,7 +181,7 @@ def test_each_task_is_taken_and_recorded_in_one_script_and_acknowledged_with_its
 
 
 def test_the_kombu_internals_the_transport_replaces_are_where_it_expects_them():
-    """If this fails after a kombu upgrade, worker/redis_transport.py needs a look before anything else."""
+    """If this fails after a kombu upgrade, worker/service/redis_transport.py needs a look before anything else."""
     channel = kombu_redis.Channel
     for name in ("_brpop_start", "_brpop_read", "_flush_brpop_reauth"):
         assert callable(getattr(channel, name, None)), f"kombu's Redis Channel has no {name}"
@@ -190,4 +190,4 @@ def test_the_kombu_internals_the_transport_replaces_are_where_it_expects_them():
     assert (channel.unacked_key, channel.unacked_index_key) == (queues.UNACKED_KEY, queues.UNACKED_INDEX_KEY)
     assert "_deliver" in vars(kombu_redis.Transport.__mro__[1]) or hasattr(kombu_redis.Transport, "_deliver")
     source = inspect.getsource(kombu_redis.QoS.restore_by_tag)
-    assert "unacked_key" in source and "_do_restore_message" in source  # worker.redelivery's restore
+    assert "unacked_key" in source and "_do_restore_message" in source  # worker.service.redelivery's restore

@@ -17,9 +17,8 @@ import pytest
 import requests
 
 from app.dispatch import new_id
-from laya_common import queues
+from laya_common import contract, queues
 from service.helpers import API_KEY, BIN, NOUL, REDIS_PASSWORD, Service, free_port, request_body, wait_until
-from worker import contract
 
 PAYLOAD = request_body("Please refund the duplicate charge.", refund=NOUL)
 

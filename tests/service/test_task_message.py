@@ -10,7 +10,7 @@ import redis
 from celery import Celery
 
 from app import task_message
-from worker import contract
+from laya_common import contract
 
 PAYLOAD = {"model": "english", "state": "s", "questions": {"q": {"type": "noul", "instructions": "i?"}}}
 PER_SEND = {("properties", "delivery_tag"), ("properties", "reply_to"), ("headers", "ignore_result")}

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.synthesize import synthesize
+from worker.commands.synthesize import synthesize
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +17,6 @@ def tiny_alt_checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def engine(tiny_checkpoint):
-    from worker.engine import Engine
+    from worker.engine.engine import Engine
 
     return Engine(tiny_checkpoint)

@@ -13,15 +13,15 @@ from emulated_kernels import EmulatedKernels
 from executor_requests import CHOICE, NOUL, REQUESTS
 
 from bundle.export_tables import rope_tables
+from laya_common.contract import ExecutorError
 from laya_common.model import GLOBAL, ModelConfig
-from worker.batch import Admits, Batch
-from worker.checkpoint import load_weights
-from worker.contract import ExecutorError
-from worker.engine import Engine
-from worker.executors import ExecutorOptions, make_executor
-from worker.executors.cuda import PASSES_IN_FLIGHT, BundleRefused, CudaExecutor
-from worker.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, ROUTES, TILELANG, GemmRoutes
-from worker.sequences import Row
+from worker.engine.batch import Admits, Batch
+from worker.engine.checkpoint import load_weights
+from worker.engine.engine import Engine
+from worker.engine.executors import ExecutorOptions, make_executor
+from worker.engine.executors.cuda import PASSES_IN_FLIGHT, BundleRefused, CudaExecutor
+from worker.engine.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, ROUTES, TILELANG, GemmRoutes
+from worker.engine.sequences import Row
 
 TILELANG_ONLY = GemmRoutes("tilelang", {})
 ALL_CUBLAS = GemmRoutes("all-cublas", {entry: ((1, None),) for entry in ROUTES["optimized"]})

@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from worker.contract import ExecutorError, RequestError
-from worker.engine import Engine, _split
+from laya_common.contract import ExecutorError, RequestError
+from worker.engine.engine import Engine, _split
 
 NOUL = {"type": "noul", "instructions": "Does the customer ask for a refund?"}
 CHOICE = {"type": "choice", "instructions": "Which topic?", "criteria": ["billing", "shipping", "login", "other"]}
@@ -70,9 +70,9 @@ def test_a_long_state_is_tokenized_only_as_far_as_a_row_can_hold(engine):
 
 
 def test_the_text_cache_keeps_the_most_recent_texts(engine, monkeypatch):
-    import worker.tokenizer
+    import worker.engine.tokenizer
 
-    monkeypatch.setattr(worker.tokenizer, "CACHED_TEXTS", 3)
+    monkeypatch.setattr(worker.engine.tokenizer, "CACHED_TEXTS", 3)
     tok = engine.tokenizer
     tok._cache.clear()
     tok.encode_cached(["a", "b", "c"])

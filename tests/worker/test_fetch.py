@@ -6,7 +6,7 @@ import sys
 def test_fetch_fails_fast_with_one_line_when_the_hub_cannot_be_reached(tmp_path):
     env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9")  # the discard port: nothing listens
     run = subprocess.run(
-        [sys.executable, "-m", "worker.bundle_cli", "fetch", str(tmp_path / "ck")],
+        [sys.executable, "-m", "worker.commands.bundle_cli", "fetch", str(tmp_path / "ck")],
         capture_output=True,
         text=True,
         env=env,

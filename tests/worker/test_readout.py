@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from laya_common.model import ModelConfig
-from worker.batch import Batch
-from worker.executors.readout import INPUT_DTYPES, Readout, host_inputs
-from worker.executors.reference import act_logits, readout_modules, score_markers
+from worker.engine.batch import Batch
+from worker.engine.executors.readout import INPUT_DTYPES, Readout, host_inputs
+from worker.engine.executors.reference import act_logits, readout_modules, score_markers
 
 
 @pytest.mark.parametrize("options", [[1], [2, 1], [4, 2, 3], [16, 1, 7, 2], [9] * 16])

@@ -1,4 +1,4 @@
-"""worker.state_tokens: ids from a cut text equal the whole text's where a row reads them, and the gate.
+"""worker.engine.state_tokens: ids from a cut text equal the whole text's where a row reads them, and the gate.
 
 The contract is checked against the whole text's tokenization on random texts, short and long, for the
 synthesized tokenizer and for variants the gate admits (a prefix space, NFC, added tokens of every kind it
@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from tokenizers import AddedToken, Tokenizer, normalizers, pre_tokenizers
 
 from laya_common.checkpoint import TOKENIZER
-from worker import state_tokens
-from worker.state_tokens import cut_safe, state_ids
+from worker.engine import state_tokens
+from worker.engine.state_tokens import cut_safe, state_ids
 
 WORDS = ("refund", "order", "it's", "we'll", "I'd", "don't", "café", "naïve", "Straße", "12345", "3.14", "a", "x")
 ODD = (

@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from laya_common.model import ModelConfig
-from worker.synthesize import synthesize
+from worker.commands.synthesize import synthesize
 
 ARTIFACTS = (  # DESIGN.md "Bundle and checkpoint": the five checkpoint artifacts
     "rl_agent_config.json",

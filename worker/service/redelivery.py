@@ -18,8 +18,7 @@ from __future__ import annotations
 import logging
 import time
 
-from laya_common import queues
-from worker import contract
+from laya_common import contract, queues
 
 log = logging.getLogger("laya.worker")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from worker import contract
-from worker.contract import RequestError
+from laya_common import contract
+from laya_common.contract import RequestError
 
 BLOCK = 256  # states read from Redis at once
 

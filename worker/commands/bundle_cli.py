@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from worker.checkpoint import HubUnreachable, fetch
+    from worker.engine.checkpoint import HubUnreachable, fetch
 
     try:
         path = fetch(args.out, revision=args.revision)
@@ -25,7 +25,7 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def _synthesize(args: argparse.Namespace) -> int:
-    from worker.synthesize import synthesize
+    from worker.commands.synthesize import synthesize
 
     print(synthesize(args.out, size=args.size, seed=args.seed))
     return 0
@@ -58,8 +58,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     from laya_common.presets import MODEL_PRESETS
-    from worker.checkpoint import HUB_REVISION
-    from worker.version import add_version_flag
+    from laya_common.version import add_version_flag
+    from worker.engine.checkpoint import HUB_REVISION
 
     p = argparse.ArgumentParser(prog="laya-bundle", description=__doc__)
     add_version_flag(p)

@@ -10,7 +10,7 @@ What departs, and what each buys:
   unacknowledged in the same atomic step (with BRPOP, a worker killed between taking and recording lost the
   message). Any other set of queues is consumed by kombu's BRPOP, unchanged.
 - `QoS.append`: a message TAKE recorded already is not recorded again (kombu would send its ZADD and HSET).
-- `QoS.ack`: a task may acknowledge its message in the round trip that writes its answer (worker.lifecycle's
+- `QoS.ack`: a task may acknowledge its message in the round trip that writes its answer (worker.service.lifecycle's
   store script removes kombu's records, after the answer); Celery's acknowledgement of it then sends nothing.
 
 tests/service/test_redis_transport.py checks each against the installed kombu, so an upgrade that moves one of

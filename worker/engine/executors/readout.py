@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from worker.batch import Batch
-from worker.executors.reference import MASKED_LOGIT
+from worker.engine.batch import Batch
+from worker.engine.executors.reference import MASKED_LOGIT
 
 INPUT_DTYPES = (np.int32, np.float32, np.float32, np.float32, np.float32)  # at, keep, bias, log_k, k_feature
 

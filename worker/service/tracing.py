@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from worker import contract
+from laya_common import contract
 
 
 def on_received(request) -> None:

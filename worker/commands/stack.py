@@ -28,11 +28,10 @@ from functools import partial
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from laya_common import settings
+from laya_common import contract, settings
 from laya_common.settings import Setting, SettingsError, or_exit
-from worker import contract
-from worker.settings import WorkerSettings
-from worker.version import add_version_flag
+from laya_common.version import add_version_flag
+from worker.service.settings import WorkerSettings
 
 # where the API listens: laya-api's own two settings (app/config.py), read here to know when it answers; a bad
 # value stops the stack before anything starts
@@ -298,7 +297,7 @@ def synthesized_checkpoint(size: str) -> Path:
     path = CACHE / f"{size}-seed0"
     if all((path / name).is_file() for name in ARTIFACTS):
         return path
-    from worker.synthesize import synthesize
+    from worker.commands.synthesize import synthesize
 
     print(f"laya-stack: no checkpoint given; synthesizing a {size} one into {path}", file=sys.stderr)
     CACHE.mkdir(parents=True, exist_ok=True)

@@ -15,9 +15,8 @@ import json
 import logging
 import time
 
-from laya_common import queues
-from worker import contract
-from worker.delivery import Delivery
+from laya_common import contract, queues
+from worker.service.delivery import Delivery
 
 log = logging.getLogger("laya.worker")
 

@@ -27,12 +27,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from laya_common.contract import LIMITS
 from laya_common.model import GLOBAL, ModelConfig
-from worker.batch import Admits, Batch, Executor, Outputs
-from worker.contract import LIMITS
-from worker.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, GemmRoutes
-from worker.executors.readout import INPUT_DTYPES, Readout, host_inputs
-from worker.executors.reference import readout_modules
+from worker.engine.batch import Admits, Batch, Executor, Outputs
+from worker.engine.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, GemmRoutes
+from worker.engine.executors.readout import INPUT_DTYPES, Readout, host_inputs
+from worker.engine.executors.reference import readout_modules
 
 log = logging.getLogger("laya.executor")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from laya_common.contract import LIMITS, RequestError, resolve_model
 from laya_common.model import QTYPES
-from worker.contract import LIMITS, RequestError, resolve_model
-from worker.tokenizer import Tokenizer, UnencodableText
+from worker.engine.tokenizer import Tokenizer, UnencodableText
 
 OPTION_MAX_TOKENS = 48  # an option's text is cut to this many tokens (its marker not counted)
 OPTION_MIN_BUDGET = 16  # below this much head room, options are cut to an equal share each

@@ -1,15 +1,16 @@
 """The Celery tasks: thin wrappers that hand a plain dict to this process's engine.
 
 Each writes its envelope to `contract.result_key(id)` itself (there is no result backend). No torch
-here: the engine is built before the worker consumes (`worker.lifecycle.start`), never at import.
+here: the engine is built before the worker consumes (`worker.service.lifecycle.start`), never at import.
 """
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from worker import contract, lifecycle, tracing
-from worker.delivery import Delivery
+from laya_common import contract
+from worker.service import lifecycle, tracing
+from worker.service.delivery import Delivery
 
 
 @shared_task(name=contract.TASK_DECIDE, bind=True)

@@ -18,10 +18,11 @@ import sys
 from celery import Celery
 from celery.signals import task_received
 
+from laya_common import contract
 from laya_common.settings import or_exit
-from worker import contract, lifecycle, redis_transport, tracing
-from worker.settings import WorkerSettings, env_help
-from worker.version import add_version_flag
+from laya_common.version import add_version_flag
+from worker.service import lifecycle, redis_transport, tracing
+from worker.service.settings import WorkerSettings, env_help
 
 
 def make_celery(settings: WorkerSettings) -> Celery:
@@ -34,7 +35,7 @@ def make_celery(settings: WorkerSettings) -> Celery:
         ),
         task_default_queue=settings.queues[0],
         broker_transport=redis_transport.NAME,
-        include=["worker.tasks"],
+        include=["worker.service.tasks"],
     )
     return app
 

@@ -9,7 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
-from worker.sequences import Row
+from worker.engine.sequences import Row
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from worker.contract import ExecutorError, RequestError, canonical_model, error_body, read_json, wire_json
-from worker.version import add_version_flag
+from laya_common.contract import ExecutorError, RequestError, canonical_model, error_body, read_json, wire_json
+from laya_common.version import add_version_flag
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.executor == "reference" and (args.eager or args.original_rope):
         print("laya-run: --eager and --original-rope only change the cuda executor; ignored", file=sys.stderr)
 
-    from worker.engine import Engine
-    from worker.executors import ExecutorOptions
+    from worker.engine.engine import Engine
+    from worker.engine.executors import ExecutorOptions
 
     options = ExecutorOptions(
         device=args.device, bundle=args.bundle, eager=args.eager, original_rope=args.original_rope

@@ -14,9 +14,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bundle.export_tables import rope_cos_sin
+from laya_common.contract import LIMITS
 from laya_common.model import GLOBAL, ModelConfig
-from worker.batch import Admits, Batch, Executor, Outputs
-from worker.contract import LIMITS
+from worker.engine.batch import Admits, Batch, Executor, Outputs
 
 DROPPED_WEIGHTS = ("temperature",)  # a calibration buffer the decoder reads from the config instead
 MASKED_LOGIT = -1e4

@@ -1,6 +1,6 @@
 """Executors run the model on a Batch and return Outputs; they never see JSON.
 
-An executor subclasses `worker.batch.Executor`: it sets `name` and `admits` and defines `forward` and
+An executor subclasses `worker.engine.batch.Executor`: it sets `name` and `admits` and defines `forward` and
 `describe`; the rest have defaults it overrides where it has more to offer (the cuda executor launches passes
 asynchronously, holds two in flight, captures its graphs in `warmup`, and names its kernels in `mapping`).
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from laya_common.model import ModelConfig
-from worker.batch import Executor
+from worker.engine.batch import Executor
 
 EXECUTORS = ("reference", "cuda")
 
@@ -56,7 +56,7 @@ def choose_executor(name: str, checkpoint: Path, options: ExecutorOptions) -> Ch
         return Choice(name, "asked for")
     if options.bundle is None:
         raise ValueError("the cuda executor needs a bundle directory (laya-run CHECKPOINT BUNDLE, LAYA_CUDA_BUNDLE)")
-    from worker.executors.cuda import verified_kernels
+    from worker.engine.executors.cuda import verified_kernels
 
     return Choice(name, "asked for", verified_kernels(options.bundle, checkpoint))
 
@@ -73,7 +73,7 @@ def make_executor(
     if ":" in choice.name:
         return _plugin(choice.name)(cfg, weights, checkpoint=checkpoint, options=options), choice.why
     if choice.name == "reference":
-        from worker.executors.reference import ReferenceExecutor
+        from worker.engine.executors.reference import ReferenceExecutor
 
         return ReferenceExecutor(cfg, weights, device=options.device), choice.why
     return _cuda(cfg, weights, options, choice.kernels), choice.why
@@ -94,7 +94,7 @@ def _auto(checkpoint: Path, options: ExecutorOptions) -> tuple[str, str, object]
     """("cuda", why, verified kernels) when both a Hopper GPU and a verified bundle are here, else the reference."""
     if options.bundle is None:
         return "reference", "auto: no bundle given", None
-    from worker.executors.cuda import BundleRefused, hopper_problem, verified_kernels
+    from worker.engine.executors.cuda import BundleRefused, hopper_problem, verified_kernels
 
     try:
         kernels = verified_kernels(options.bundle, checkpoint)  # files only: before any CUDA call
@@ -113,8 +113,8 @@ def _cuda(cfg: ModelConfig, weights: dict, options: ExecutorOptions, kernels) ->
     import torch
 
     from bundle.export_tables import read_tables
-    from worker.executors.cuda import CudaExecutor, hopper_problem
-    from worker.executors.gemm_routes import GemmRoutes
+    from worker.engine.executors.cuda import CudaExecutor, hopper_problem
+    from worker.engine.executors.gemm_routes import GemmRoutes
 
     device = torch.device("cuda")
     problem = hopper_problem(device)

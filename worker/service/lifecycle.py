@@ -5,14 +5,14 @@ It builds the engine and answers a real warmup first, announces readiness in Red
 starts consuming the model's queues, so a warming worker holds no task that an idle one could run.
 A task writes its envelope to its result key (which the API blocks on) in the same round trip as
 its metrics and its message's acknowledgement (acks late: the answer is written first; see
-worker.redis_transport). An executor failure answers that request with a 500 envelope, marks the
+worker.service.redis_transport). An executor failure answers that request with a 500 envelope, marks the
 worker failed, and asks Celery for a warm shutdown, which acknowledges the answered task and exits
 non-zero; a task that reaches a failed engine is requeued.
 A batch is scored in windows; between two of them, the sync requests and jobs waiting run first
-(worker.let_pass), so a batch holds an interactive caller for one window at most. A cancelled job or
+(worker.service.let_pass), so a batch holds an interactive caller for one window at most. A cancelled job or
 batch (its result key holds the cancellation) is acknowledged without being run; a running batch stops at
 its next window.
-A worker that dies whole leaves its task to the others, or to the next one to start (worker.redelivery).
+A worker that dies whole leaves its task to the others, or to the next one to start (worker.service.redelivery).
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ import signal
 import time
 from collections.abc import Iterator
 
-from laya_common import queues
-from worker import contract, redis_transport, tracing
-from worker.batch_input import BatchInput
-from worker.delivery import Delivery
-from worker.heartbeat import Heartbeat, executor_bucket, record_executor_seconds
-from worker.let_pass import LetPass
-from worker.redelivery import Redeliverer
-from worker.settings import WorkerSettings
-from worker.version import version_info
+from laya_common import contract, queues
+from laya_common.version import version_info
+from worker.service import redis_transport, tracing
+from worker.service.batch_input import BatchInput
+from worker.service.delivery import Delivery
+from worker.service.heartbeat import Heartbeat, executor_bucket, record_executor_seconds
+from worker.service.let_pass import LetPass
+from worker.service.redelivery import Redeliverer
+from worker.service.settings import WorkerSettings
 
 log = logging.getLogger("laya.worker")
 
@@ -51,7 +51,7 @@ return 1
 APPENDED, ELSEWHERE, CANCELLED = 1, 0, -1
 
 # A task's answer, then its executor-time observation (heartbeat.record_executor_seconds's three commands)
-# and its message's acknowledgement (worker.redis_transport), as one command: a pipeline of the eight
+# and its message's acknowledgement (worker.service.redis_transport), as one command: a pipeline of the eight
 # took about 0.09 ms longer here, and the waiting API wakes only once all of it has been packed and sent.
 STORE_ANSWER = """
 redis.call('RPUSH', KEYS[1], ARGV[1])
@@ -119,7 +119,7 @@ def current() -> Runtime:
 
 
 def _load_engine(settings: WorkerSettings):
-    from worker.engine import Engine
+    from worker.engine.engine import Engine
 
     engine = Engine(
         settings.checkpoint, executor=settings.executor, model_name=settings.model, options=settings.executor_options()
@@ -169,8 +169,8 @@ class Runtime:
         self.heartbeat.drain.observe(delivery.work_class or "sync", time.perf_counter() - taken_at)
 
     def decide_batch(self, delivery: Delivery, batch: dict) -> None:
-        """Score a batch ({"model", "total", "questions"?}, its states or requests in Redis: worker.batch_input) in
-        windows, appending each state's result to the batch's Redis list in input order; between two windows,
+        """Score a batch ({"model", "total", "questions"?}, its states or requests in Redis: worker.service.batch_input)
+        in windows, appending each state's result to the batch's Redis list in input order; between two windows,
         the sync requests and jobs waiting run first.
 
         States already in the list (a batch redelivered after its worker died) are not scored again.

@@ -4,7 +4,7 @@
 refreshed by a thread every third of its TTL, and replaced by a "failed" record when the executor fails.
 Each refresh also says which tasks the worker is running ("tasks": [[id, delivery tag], ...]: a batch, and a
 request it lets pass between two of its windows): that is how a job reads "running", and how the other
-workers tell a task held by a live worker from one a dead worker left behind (worker.redelivery), which each
+workers tell a task held by a live worker from one a dead worker left behind (worker.service.redelivery), which each
 beat then looks for. And it says how fast the worker drains each class of work ("drain"), from which the API
 tells a caller that the work queued ahead cannot be done in time.
 """
@@ -18,7 +18,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable
 
-from worker import contract
+from laya_common import contract
 
 log = logging.getLogger("laya.worker")
 

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from laya_common.model import QTYPES, ModelConfig
-from worker.sequences import Question
+from worker.engine.sequences import Question
 
 DIGITS = 4  # every probability and score is rounded to this many decimals
 

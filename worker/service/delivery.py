@@ -1,5 +1,5 @@
 """Which message a task came in, as the worker's task code needs it (from Celery's request, or from the message
-itself when a batch lets a request pass: worker.let_pass)."""
+itself when a batch lets a request pass: worker.service.let_pass)."""
 
 from __future__ import annotations
 

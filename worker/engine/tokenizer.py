@@ -7,7 +7,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from laya_common.checkpoint import TOKENIZER, TOKENIZER_CONFIG
-from worker.state_tokens import cut_safe, state_ids
+from worker.engine.state_tokens import cut_safe, state_ids
 
 LONE_SURROGATE = "text holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode"
 CACHED_TEXTS = 8192  # recent texts `encode_cached` keeps; a 16-question request of 16 options each has 272
@@ -62,7 +62,7 @@ class Tokenizer:
 
     def encode_state(self, text: str, need: int, *, from_end: bool) -> list[int]:
         """Ids of `text` whose first `need` (from_end: last `need`) are the whole text's, tokenizing only as much
-        of a long text as that takes where this tokenizer allows (`worker.state_tokens`); UnencodableText as
+        of a long text as that takes where this tokenizer allows (`worker.engine.state_tokens`); UnencodableText as
         `encode`. The list may be shorter than the whole text's: a row keeps at most `need` of it. A long text is
         tokenized in pieces on the tokenizer's threads where that is exact."""
         try:

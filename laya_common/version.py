@@ -1,8 +1,8 @@
 """The package version and the git commit it was built from: every command's --version, worker records, recipes.
 
 Standard library only, so the API can report it too. A built package (sdist or wheel) carries its commit in
-`worker/_commit.py`, written by setup.py when it is built; a source checkout (an editable install, PYTHONPATH=.)
-asks git.
+`laya_common/_commit.py`, written by setup.py when it is built; a source checkout (an editable install,
+PYTHONPATH=.) asks git.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def package_version() -> str:
 def git_commit() -> str:
     """The commit this code was built from; in a checkout, with '+dirty' when tracked files differ from it."""
     try:
-        from worker._commit import COMMIT
+        from laya_common._commit import COMMIT
     except ImportError:
         pass
     else:

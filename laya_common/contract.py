@@ -1,7 +1,7 @@
 """What the API, the worker and `laya-run` agree on: task names, error kinds, status codes, envelopes.
 
-Standard library only: `app/` imports this module and nothing else from `worker/`, so the API process
-never loads torch.
+Standard library only, in `laya_common/`, which is all of the project `app/` imports: the API process never
+loads torch.
 """
 
 from __future__ import annotations
@@ -200,7 +200,7 @@ EXECUTOR_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 
 def worker_key(model: str, node: str) -> str:
     """A worker's heartbeat: JSON {"state": "ready"|"failed", "tasks", "drain", ...}, expiring unless refreshed;
-    "tasks" lists [id, delivery tag] of each task it is running (worker.heartbeat)."""
+    "tasks" lists [id, delivery tag] of each task it is running (worker.service.heartbeat)."""
     return f"laya:worker:{model}:{node}"
 
 
@@ -309,7 +309,7 @@ def celery_config(
             "health_check_interval": health_check_interval_s,
             "body_encoding": TASK_BODY_ENCODING,
             # one Redis list per queue (the API writes every message at priority 0): a worker takes from its one
-            # queue with BLMOVE, which reads one list (worker.redis_transport)
+            # queue with BLMOVE, which reads one list (worker.service.redis_transport)
             "priority_steps": [0],
         },
         "redis_socket_connect_timeout": 5,

@@ -7,9 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from laya_common import queues, settings
+from laya_common import contract, queues, settings
 from laya_common.settings import Setting, SettingsError
-from worker import contract
 
 # field -> its setting; `laya-worker --help` prints this table.
 ENV = {
@@ -105,7 +104,7 @@ class WorkerSettings:
         return cls(**values)
 
     def executor_options(self):
-        from worker.executors import ExecutorOptions
+        from worker.engine.executors import ExecutorOptions
 
         return ExecutorOptions(
             device=self.device or None,

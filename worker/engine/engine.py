@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Protocol
 
 from laya_common.checkpoint import check_checkpoint
+from laya_common.contract import LIMITS, ExecutorError, RequestError
 from laya_common.model import ModelConfig
-from worker.batch import Batch, Executor, Outputs, Pending
-from worker.checkpoint import load_weights
-from worker.contract import LIMITS, ExecutorError, RequestError
-from worker.decode import decode_answers
-from worker.executors import ExecutorOptions, choose_executor, make_executor
-from worker.sequences import (
+from laya_common.version import version_info
+from worker.engine.batch import Batch, Executor, Outputs, Pending
+from worker.engine.checkpoint import load_weights
+from worker.engine.decode import decode_answers
+from worker.engine.executors import ExecutorOptions, choose_executor, make_executor
+from worker.engine.sequences import (
     Question,
     Row,
     build_row,
@@ -28,8 +29,7 @@ from worker.sequences import (
     parse_questions,
     row_texts,
 )
-from worker.tokenizer import Tokenizer
-from worker.version import version_info
+from worker.engine.tokenizer import Tokenizer
 
 RESPONSE_MODEL = "laya-rl-agent"  # the reference's `model` field in every response
 WARMUP_STATE = "Warm-up: please refund the duplicate charge on my card."
@@ -276,7 +276,7 @@ class Engine:
 
 
 class LetPass(Protocol):
-    """What a batch lets run between two of its passes (worker.let_pass)."""
+    """What a batch lets run between two of its passes (worker.service.let_pass)."""
 
     def wanted(self) -> bool: ...
 
