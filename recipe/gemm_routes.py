@@ -23,7 +23,7 @@ import torch
 
 from bundle.loader import Kernels
 from recipe.kernel_bench import graph_launch_times_us, make_args, weight_copies
-from worker.engine.executors.cuda import cublas_geglu, cublas_gemm
+from worker.engine.executors.chain import cublas_geglu, cublas_gemm
 
 # (rows, tokens) per timed shape; M = rows x tokens runs from one short row to 16 full ones
 SHAPES = ((1, 16), (1, 80), (1, 128), (1, 256), (3, 192), (2, 512), (5, 512), (8, 512), (16, 512))

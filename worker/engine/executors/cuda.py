@@ -1,14 +1,11 @@
 """The cuda executor: the bundle's kernels on a Hopper GPU, one CUDA graph per shape bucket.
 
-bf16 weights stay resident on the GPU and the residual stream is fp32. Workspaces are allocated once,
-for the largest admitted shape (16 rows x max_len tokens). A forward pass is the chain of launches
-`docs/kernels.md` describes: embeddings, every encoder layer, the decision head. For each bucket (rows
-exactly, tokens padded to TOKEN_STEP) the chain is bound once (arguments checked, pointers fixed) and
-captured into a CUDA graph on first use; a request then copies its ids, lengths and question types into
-the static input buffer and replays. GEMMs that `gemm_routes` sends to cuBLAS run through torch inside
-the same graph, and so do the GEMMs whose output is added to a residual stream (two per encoder layer,
-two per head layer): they accumulate into it in fp32 (`cublas_accumulate`). The scorer at the option
-markers, the act head and the readback run after the replay, outside capture, in torch (fp32).
+It runs the chain of one pass (worker/engine/executors/chain.py) on the weights and workspaces it keeps on
+the device (device_weights.py). For each bucket (rows exactly, tokens padded to TOKEN_STEP) the chain is bound
+once (arguments checked, pointers fixed) and captured into a CUDA graph, at warmup or on first use; a request
+then copies its inputs into the static input buffer from a pinned slot and replays. The scorer at the option
+markers, the act head and the readback run after the replay, outside capture, in torch (fp32). Two passes
+may be in flight, each with its own pinned slot.
 
 Nothing here imports TileLang: the kernels come from the bundle's library through `bundle.loader`.
 """
@@ -19,20 +16,19 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from laya_common.contract import LIMITS
-from laya_common.model import GLOBAL, ModelConfig
+from laya_common.model import ModelConfig
 from worker.engine.batch import Admits, Batch, Executor, Outputs
-from worker.engine.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, GemmRoutes
+from worker.engine.executors.chain import Chain, Step
+from worker.engine.executors.device_weights import DeviceWeights, Workspaces
+from worker.engine.executors.gemm_routes import CUBLAS, GemmRoutes
 from worker.engine.executors.readout import INPUT_DTYPES, Readout, host_inputs
-from worker.engine.executors.reference import readout_modules
 
 log = logging.getLogger("laya.executor")
 
@@ -66,172 +62,6 @@ def hopper_problem(device: torch.device) -> str | None:
     if (major, minor) != (9, 0):
         return f"{torch.cuda.get_device_name(device)} is sm_{major}{minor}; the bundle holds sm_90a code (H100/H200)"
     return None
-
-
-class Step:
-    """One launch of the chain: the entry point it stands for, what runs it (a kernel symbol or cublas), the call."""
-
-    __slots__ = ("entry", "impl", "_run")
-
-    def __init__(self, entry: str, impl: str, run) -> None:
-        self.entry, self.impl, self._run = entry, impl, run
-
-    def __call__(self) -> None:
-        self._run()
-
-
-@dataclass(frozen=True)
-class EncoderLayer:
-    attn_norm: Tensor | None  # None for layer 0, which attends to the normalized embeddings
-    wqkv: Tensor
-    wo: Tensor
-    mlp_norm: Tensor
-    wi: Tensor
-    wo2: Tensor
-    is_global: bool
-
-
-@dataclass(frozen=True)
-class HeadLayer:
-    in_w: Tensor
-    in_b: Tensor
-    out_w: Tensor
-    out_b: Tensor
-    l1_w: Tensor
-    l1_b: Tensor
-    l2_w: Tensor
-    l2_b: Tensor
-    n1_w: Tensor
-    n1_b: Tensor
-    n2_w: Tensor
-    n2_b: Tensor
-
-
-class DeviceWeights:
-    """The checkpoint on the device: bf16 matrices for the GEMMs, fp32 for everything the kernels read as fp32."""
-
-    def __init__(self, cfg: ModelConfig, weights: dict[str, Tensor], device: torch.device) -> None:
-        if cfg.norm_bias or cfg.attention_bias or cfg.mlp_bias:
-            raise ValueError("this checkpoint has norm, attention or MLP biases; the bundle kernels have none")
-
-        def bf16(name: str) -> Tensor:
-            return weights[name].to(device=device, dtype=torch.bfloat16).contiguous()
-
-        def f32(name: str) -> Tensor:
-            return weights[name].to(device=device, dtype=torch.float32).contiguous()
-
-        self.embedding = f32("encoder.embeddings.tok_embeddings.weight")
-        self.embedding_norm = f32("encoder.embeddings.norm.weight")
-        self.layers = []
-        for i in range(cfg.num_layers):
-            p = f"encoder.layers.{i}."
-            self.layers.append(
-                EncoderLayer(
-                    attn_norm=f32(p + "attn_norm.weight") if i else None,
-                    wqkv=bf16(p + "attn.Wqkv.weight"),
-                    wo=bf16(p + "attn.Wo.weight"),
-                    mlp_norm=f32(p + "mlp_norm.weight"),
-                    wi=bf16(p + "mlp.Wi.weight"),
-                    wo2=bf16(p + "mlp.Wo.weight"),
-                    is_global=cfg.layer_types[i] == GLOBAL,
-                )
-            )
-        self.final_norm = f32("encoder.final_norm.weight")
-        # the encoder's norms have no bias; they run on the bundle's norm-with-bias kernel with this one
-        self.no_bias = torch.zeros(cfg.hidden_size, device=device, dtype=torch.float32)
-        self.type_emb = f32("type_emb.weight")
-        self.head = []
-        for j in range(cfg.head_layers):
-            p = f"head.layers.{j}."
-            self.head.append(
-                HeadLayer(
-                    in_w=bf16(p + "self_attn.in_proj_weight"),
-                    in_b=f32(p + "self_attn.in_proj_bias"),
-                    out_w=bf16(p + "self_attn.out_proj.weight"),
-                    out_b=f32(p + "self_attn.out_proj.bias"),
-                    l1_w=bf16(p + "linear1.weight"),
-                    l1_b=f32(p + "linear1.bias"),
-                    l2_w=bf16(p + "linear2.weight"),
-                    l2_b=f32(p + "linear2.bias"),
-                    n1_w=f32(p + "norm1.weight"),
-                    n1_b=f32(p + "norm1.bias"),
-                    n2_w=f32(p + "norm2.weight"),
-                    n2_b=f32(p + "norm2.bias"),
-                )
-            )
-        self.scorer, self.act_head = readout_modules(cfg)
-        for name, module in (("scorer", self.scorer), ("act_head", self.act_head)):
-            module.load_state_dict(
-                {k.removeprefix(name + "."): v for k, v in weights.items() if k.startswith(name + ".")}, strict=True
-            )
-            module.to(device=device, dtype=torch.float32).eval()
-
-    def nbytes(self) -> int:
-        tensors = [t for t in vars(self).values() if isinstance(t, Tensor)]
-        for layer in (*self.layers, *self.head):
-            tensors += [t for t in vars(layer).values() if isinstance(t, Tensor)]
-        tensors += [*self.scorer.parameters(), *self.act_head.parameters()]
-        return sum(t.numel() * t.element_size() for t in tensors)
-
-
-class Workspaces:
-    """Flat buffers sized for `max_tokens` token rows; `view(name, m, cols)` is their first m rows."""
-
-    def __init__(self, cfg: ModelConfig, max_tokens: int, device: torch.device, *, geglu_on_cublas: bool) -> None:
-        d, f = cfg.hidden_size, cfg.intermediate_size
-        self.columns = {"X": d, "Y": d, "QKV": 3 * d, "O": d, "G": max(f, 4 * d)}
-        if geglu_on_cublas:
-            self.columns["G2"] = 2 * f  # both halves of the up-projection before gelu(a) * g
-        dtypes = {"X": torch.float32}
-        self.buffers = {
-            name: torch.empty(max_tokens * cols, dtype=dtypes.get(name, torch.bfloat16), device=device)
-            for name, cols in self.columns.items()
-        }
-
-    def view(self, name: str, m: int, cols: int | None = None) -> Tensor:
-        cols = cols or self.columns[name]
-        return self.buffers[name][: m * cols].view(m, cols)
-
-    def nbytes(self) -> int:
-        return sum(b.numel() * b.element_size() for b in self.buffers.values())
-
-
-def cublas_gemm(A: Tensor, W: Tensor, C: Tensor, *, bias: Tensor | None = None, relu: bool = False):
-    """A launch of C = act(A @ W^T (+ bias)) on cuBLAS through torch, writing into C (capturable)."""
-    Wt = W.t()
-    # cuBLAS adds the bias in the GEMM's epilogue, as a bf16 vector (what torch's bf16 linear does)
-    bias16 = None if bias is None else bias.to(torch.bfloat16)
-
-    def run() -> None:
-        if bias16 is None:
-            torch.mm(A, Wt, out=C)
-        else:
-            torch.addmm(bias16, A, Wt, out=C)
-        if relu:
-            C.relu_()
-
-    return run
-
-
-def cublas_geglu(A: Tensor, Wi: Tensor, G: Tensor, G2: Tensor):
-    """A launch of G = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T): cuBLAS into G2 ([M, 2F]), then one elementwise pass."""
-    f, Wt = G.shape[1], Wi.t()
-
-    def run() -> None:
-        torch.mm(A, Wt, out=G2)
-        torch.mul(F.gelu(G2[:, :f]), G2[:, f:], out=G)
-
-    return run
-
-
-def cublas_accumulate(A: Tensor, W: Tensor, X: Tensor):
-    """A launch of X += A @ W^T into the fp32 stream: cuBLAS reads and writes X in fp32 in its epilogue, so the
-    layer's output is never rounded to bf16 (capturable). On the CPU, where torch has no bf16 GEMM with an fp32
-    output, the same sum from fp32 copies (the tests' emulated chain)."""
-    Wt = W.t()
-    if X.device.type != "cuda":
-        return lambda: X.addmm_(A.float(), Wt.float())
-    return lambda: torch.addmm(X, A, Wt, out_dtype=torch.float32, out=X)
 
 
 PASSES_IN_FLIGHT = 2  # launched, unread passes: while the host works the GPU runs one with the next queued
@@ -306,7 +136,16 @@ class CudaExecutor(Executor):
         n_outputs = MAX_ROWS * (cfg.max_len + cfg.n_act)  # logits at every marker, then the act head's softmax
         self._slots = [_Slot(n_inputs, n_outputs, self.device) for _ in range(PASSES_IN_FLIGHT)]
         self._next_slot = 0
-        self.rope = self._rope_arguments(rope_tables)
+        self.chain = Chain(
+            cfg,
+            kernels,
+            self.weights,
+            self.ws,
+            self.inputs,
+            self.routes,
+            rope_entry=self.rope_entry,
+            rope=self._rope_arguments(rope_tables),
+        )
         self._bytes_resident = self._allocated() - allocated0
         self._plans: dict[tuple[int, int], list[Step]] = {}
         self._graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
@@ -457,72 +296,8 @@ class CudaExecutor(Executor):
     def _plan(self, key: tuple[int, int]) -> list[Step]:
         steps = self._plans.get(key)
         if steps is None:
-            steps = self._plans[key] = self._chain(*key)
+            steps = self._plans[key] = self.chain.steps(*key)
         return steps
-
-    def _chain(self, R: int, L: int) -> list[Step]:
-        """Every launch of one forward pass over R rows of L tokens, arguments bound to the static buffers."""
-        w, ws, M = self.weights, self.ws, R * L
-        ids, lens, qtype = self.inputs[:M], self.inputs[M : M + R], self.inputs[M + R : M + 2 * R]
-        X, Y, QKV, O = ws.view("X", M), ws.view("Y", M), ws.view("QKV", M), ws.view("O", M)
-        G = ws.view("G", M, self.cfg.intermediate_size)
-        H = ws.view("G", M, 4 * self.cfg.hidden_size)  # the head's FFN activations share G's buffer
-        steps = [self._kernel("embed_norm_bf16", ids, w.embedding, w.embedding_norm, X, Y)]
-        for i, layer in enumerate(w.layers):
-            kind = "global" if layer.is_global else "local"
-            nxt = w.layers[i + 1].attn_norm if i + 1 < len(w.layers) else w.final_norm
-            steps += [
-                self._gemm("gemm_qkv_bf16", Y, layer.wqkv, QKV),
-                self._kernel(self.rope_entry, QKV, *self.rope[kind], L),
-                self._kernel(f"attn_fwd_{kind}_bf16", QKV, lens, L, O),
-                *self._accumulate("gemm_attn_out_bf16", O, layer.wo, X),
-                self._kernel("norm_bias_bf16", X, layer.mlp_norm, w.no_bias, Y),
-                self._geglu(Y, layer.wi, G),
-                *self._accumulate("gemm_mlp_out_bf16", G, layer.wo2, X),
-                self._kernel("norm_bias_bf16", X, nxt, w.no_bias, Y),
-            ]
-        # the head's stream starts as bf16(final_norm(x)) + the question type's embedding, in X's buffer
-        first = w.head[0]
-        steps.append(self._kernel("type_add_norm_bias_bf16", qtype, L, w.type_emb, first.n1_w, first.n1_b, X, Y))
-        for j, layer in enumerate(w.head):
-            steps += [
-                self._gemm("gemm_head_qkv_bias_bf16", Y, layer.in_w, QKV, bias=layer.in_b),
-                self._kernel("attn_fwd_global_bf16", QKV, lens, L, O),
-                *self._accumulate("gemm_head_out_bias_bf16", O, layer.out_w, X, bias=layer.out_b),
-                self._kernel("norm_bias_bf16", X, layer.n2_w, layer.n2_b, Y),
-                self._gemm("gemm_head_ffn1_bias_relu_bf16", Y, layer.l1_w, H, bias=layer.l1_b, relu=True),
-                *self._accumulate("gemm_head_ffn2_bias_bf16", H, layer.l2_w, X, bias=layer.l2_b),
-            ]
-            if j + 1 < len(w.head):
-                nxt = w.head[j + 1]
-                steps.append(self._kernel("norm_bias_bf16", X, nxt.n1_w, nxt.n1_b, Y))
-        return steps
-
-    def _kernel(self, entry: str, *args) -> Step:
-        bound = getattr(self.kernels, entry).bind(*args)
-        return Step(entry, bound.symbol, bound)
-
-    def _gemm(
-        self, entry: str, A: Tensor, W: Tensor, C: Tensor, *, bias: Tensor | None = None, relu: bool = False
-    ) -> Step:
-        """C = act(A @ W^T (+ bias)): the bundle's kernel, or cuBLAS where the routing table says so."""
-        if self.routes.route(entry, A.shape[0]) != CUBLAS:
-            return self._kernel(entry, A, W, *(() if bias is None else (bias,)), C)
-        return Step(entry, CUBLAS, cublas_gemm(A, W, C, bias=bias, relu=relu))
-
-    def _accumulate(self, entry: str, A: Tensor, W: Tensor, X: Tensor, *, bias: Tensor | None = None) -> list[Step]:
-        """X += A @ W^T (+ bias) into an fp32 stream: cuBLAS, then the bias (fp32) in its own pass."""
-        steps = [Step(entry, CUBLAS_ACCUMULATE, cublas_accumulate(A, W, X))]
-        if bias is not None:
-            steps.append(Step(f"{entry}:bias", "torch", lambda: X.add_(bias)))
-        return steps
-
-    def _geglu(self, A: Tensor, Wi: Tensor, G: Tensor) -> Step:
-        """G = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T): the fused kernel, or cuBLAS and one elementwise pass."""
-        entry = "gemm_geglu_bf16"
-        if self.routes.route(entry, A.shape[0]) != CUBLAS:
-            return self._kernel(entry, A, Wi, G)
-        return Step(entry, CUBLAS, cublas_geglu(A, Wi, G, self.ws.view("G2", A.shape[0])))
 
     def _rope_arguments(self, tables: dict[str, tuple[Tensor, Tensor]] | None) -> dict[str, tuple[Tensor, ...]]:
         """Per layer kind, the arguments between QKV and L of the chosen RoPE entry point."""
