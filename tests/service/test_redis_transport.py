@@ -39,8 +39,8 @@ def enqueue(db, celery, work_class: str, task_id: str, *, bound: int = -1, resul
 
 
 def take(db, classes: int = len(queues.CLASSES)):
-    keys = queues.take_keys(MODEL)
-    return db.eval(queues.TAKE, len(keys), *keys, classes)
+    keys = redis_transport.take_keys(MODEL)
+    return db.eval(redis_transport.TAKE, len(keys), *keys, classes)
 
 
 def test_take_goes_in_class_order_first_in_first_out_and_records_each_as_kombu_does(private_db):
@@ -54,8 +54,8 @@ def test_take_goes_in_class_order_first_in_first_out_and_records_each_as_kombu_d
         message = json.loads(raw)
         order.append(message["headers"]["id"])
         tag = message["properties"]["delivery_tag"]
-        assert json.loads(db.hget(queues.UNACKED_KEY, tag)) == [message, "", queue]  # kombu's record
-        assert db.zscore(queues.UNACKED_INDEX_KEY, tag) is not None
+        assert json.loads(db.hget(redis_transport.UNACKED_KEY, tag)) == [message, "", queue]  # kombu's record
+        assert db.zscore(redis_transport.UNACKED_INDEX_KEY, tag) is not None
         # the doorbell rings while a message waits, and is silent once none does
         assert db.exists(queues.bell_key(MODEL)) == (len(order) < 5)
     assert order == ["s1", "s2", "j1", "j2", "b1"]
@@ -95,9 +95,9 @@ def test_kombu_consumer_with_this_transport_takes_in_class_order_messages_kombu_
                 conn.drain_events(timeout=10)
         assert [name for name, _ in taken] == list(names)
         for _, message in taken:
-            assert db.hexists(queues.UNACKED_KEY, message.delivery_tag)  # recorded by TAKE, not again by kombu
+            assert db.hexists(redis_transport.UNACKED_KEY, message.delivery_tag)  # recorded by TAKE, not again by kombu
             message.ack()
-        assert db.hlen(queues.UNACKED_KEY) == 0 and db.zcard(queues.UNACKED_INDEX_KEY) == 0
+        assert db.hlen(redis_transport.UNACKED_KEY) == 0 and db.zcard(redis_transport.UNACKED_INDEX_KEY) == 0
 
 
 def take_and_die(url: str) -> None:
@@ -118,7 +118,7 @@ def test_a_message_taken_by_a_worker_killed_at_once_is_recorded_and_redelivered(
     child.start()
     child.join(30)
     assert child.exitcode == 0, "the child did not take the message"
-    assert db.llen(queues.queue_name(MODEL, "jobs")) == 0 and db.hlen(queues.UNACKED_KEY) == 1
+    assert db.llen(queues.queue_name(MODEL, "jobs")) == 0 and db.hlen(redis_transport.UNACKED_KEY) == 1
     assert len(Redeliverer(celery, db, grace_s=0)()) == 1  # no live worker names it
     (back,) = db.lrange(queues.queue_name(MODEL, "jobs"), 0, -1)
     redelivered = json.loads(back)
@@ -187,7 +187,8 @@ def test_the_kombu_internals_the_transport_replaces_are_where_it_expects_them():
         assert callable(getattr(channel, name, None)), f"kombu's Redis Channel has no {name}"
     assert list(inspect.signature(channel._brpop_start).parameters) == ["self", "timeout"]
     assert "_in_poll" in vars(channel) and "_brpop_sent_at" in vars(channel)  # what kombu's BRPOP check reads
-    assert (channel.unacked_key, channel.unacked_index_key) == (queues.UNACKED_KEY, queues.UNACKED_INDEX_KEY)
+    assert channel.unacked_key == redis_transport.UNACKED_KEY
+    assert channel.unacked_index_key == redis_transport.UNACKED_INDEX_KEY
     assert "_deliver" in vars(kombu_redis.Transport.__mro__[1]) or hasattr(kombu_redis.Transport, "_deliver")
     source = inspect.getsource(kombu_redis.QoS.restore_by_tag)
     assert "unacked_key" in source and "_do_restore_message" in source  # worker.service.redelivery's restore

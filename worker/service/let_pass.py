@@ -4,8 +4,9 @@ A worker runs one task at a time, and a batch is one task that may run for minut
 boundary between two of its forward passes, at most every LAYA_BATCH_YIELD_MS, asks whether a sync request or
 a job waits for this worker's model; if one does, the engine lets its own passes in flight finish and this
 takes every waiting one (sync requests first, each recorded as unacknowledged as the worker's consumer would:
-laya_common.queues' TAKE) and runs it as the Celery task would, then the batch goes on. An interactive caller
-then waits for one such window of the batch at most, and each request still runs alone in its pass.
+worker.service.redis_transport's TAKE) and runs it as the Celery task would, then the batch goes on. An
+interactive caller then waits for one such window of the batch at most, and each request still runs alone in
+its pass.
 """
 
 from __future__ import annotations

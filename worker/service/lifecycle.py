@@ -214,8 +214,8 @@ class Runtime:
     def take_interactive(self) -> tuple[str, bytes] | None:
         """The next waiting sync request or job of this worker's model ((queue, message as queued), recorded as
         unacknowledged), or None."""
-        keys = queues.take_keys(self.settings.model)
-        taken = self.redis.eval(queues.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
+        keys = redis_transport.take_keys(self.settings.model)
+        taken = self.redis.eval(redis_transport.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
         return (taken[0].decode(), taken[1]) if taken else None
 
     def interactive_waiting(self) -> bool:
@@ -243,8 +243,8 @@ class Runtime:
         if delivery.tag is None:
             return
         pipe = self.redis.pipeline()
-        pipe.zrem(queues.UNACKED_INDEX_KEY, delivery.tag)
-        pipe.hdel(queues.UNACKED_KEY, delivery.tag)
+        pipe.zrem(redis_transport.UNACKED_INDEX_KEY, delivery.tag)
+        pipe.hdel(redis_transport.UNACKED_KEY, delivery.tag)
         pipe.execute()
         redis_transport.acked(delivery.tag)
 
@@ -268,8 +268,8 @@ class Runtime:
             contract.result_key(job_id),
             contract.job_key(job_id),  # a job record outlives its queue wait
             contract.executor_metrics_key(self.settings.model),
-            queues.UNACKED_INDEX_KEY,
-            queues.UNACKED_KEY,
+            redis_transport.UNACKED_INDEX_KEY,
+            redis_transport.UNACKED_KEY,
             json.dumps(envelope),
             ttl_s,
             bucket or "",

@@ -5,16 +5,21 @@ What departs, and what each buys:
 
 - `Channel._brpop_start` / `_brpop_read` (private kombu methods, the consumer's wait and read): a channel
   consuming exactly one model's queues (laya_common.queues) waits on the model's doorbell and takes with the TAKE
-  script, pipelined behind the wait on the same connection. That buys the order of classes (sync, jobs,
+  script (below), pipelined behind the wait on the same connection. That buys the order of classes (sync, jobs,
   batches; kombu's BRPOP over several queues rotates between them) and a take that records the message as
   unacknowledged in the same atomic step (with BRPOP, a worker killed between taking and recording lost the
   message). Any other set of queues is consumed by kombu's BRPOP, unchanged.
 - `QoS.append`: a message TAKE recorded already is not recorded again (kombu would send its ZADD and HSET).
 - `QoS.ack`: a task may acknowledge its message in the round trip that writes its answer (worker.service.lifecycle's
   store script removes kombu's records, after the answer); Celery's acknowledgement of it then sends nothing.
+- TAKE writes kombu's own record of an unacknowledged message (its `unacked` hash and `unacked_index` sorted set,
+  which kombu's restore and worker.service.redelivery read) in the script that takes the message: no moment exists
+  at which a message is neither queued nor recorded. The task's answer script (worker.service.lifecycle) removes
+  that record with its answer; both use the key names here.
 
-tests/service/test_redis_transport.py checks each against the installed kombu, so an upgrade that moves one of
-these internals fails there, not in production.
+The message format itself is Celery's (protocol 2, JSON), which app/task_message.py builds without a producer.
+tests/service/test_redis_transport.py checks each departure against the installed kombu, so an upgrade that
+moves one of these internals fails there, not in production.
 """
 
 from __future__ import annotations
@@ -28,6 +33,54 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
 from laya_common import queues
+
+# kombu's keys for unacknowledged messages (the default names of its Redis Channel, which the worker keeps);
+# tests/service/test_redis_transport.py fails if kombu renames them
+UNACKED_KEY = "unacked"
+UNACKED_INDEX_KEY = "unacked_index"
+
+# The worker's take. KEYS: a model's queues in class order, then the unacknowledged index and hash, then the
+# doorbell. ARGV: how many of the queues (the first ones) to take from. Returns {queue, message} or nil. A message
+# is taken from the right end (the API pushes on the left) and recorded as kombu records it: index score = now,
+# hash field = delivery tag, value = [message as queued, exchange, routing key]. Its delivery tag is the last
+# `"delivery_tag": "..."` of the message text; a request's own text sits in the body, a JSON string, where every
+# quote is escaped, so it cannot make one.
+TAKE = """
+local function ring(n, bell)
+  for j = 1, n do
+    if redis.call('LLEN', KEYS[j]) > 0 then
+      redis.call('LPUSH', bell, 1)
+      redis.call('LTRIM', bell, 0, 0)
+      return
+    end
+  end
+  redis.call('DEL', bell)
+end
+local n = #KEYS - 3
+local index, unacked, bell = KEYS[n + 1], KEYS[n + 2], KEYS[n + 3]
+for i = 1, tonumber(ARGV[1]) do
+  local message = redis.call('RPOP', KEYS[i])
+  if message then
+    local tag
+    for found in string.gmatch(message, '"delivery_tag": "([^"]+)"') do tag = found end
+    if tag then
+      local now = redis.call('TIME')
+      redis.call('ZADD', index, tonumber(now[1]) + tonumber(now[2]) / 1000000, tag)
+      redis.call('HSET', unacked, tag, '[' .. message .. ', "", "' .. KEYS[i] .. '"]')
+    end
+    ring(n, bell)
+    return {KEYS[i], message}
+  end
+end
+ring(n, bell)
+return nil
+"""
+
+
+def take_keys(model: str) -> list[str]:
+    """TAKE's keys for `model`."""
+    return [*queues.queue_names(model), UNACKED_INDEX_KEY, UNACKED_KEY, queues.bell_key(model)]
+
 
 # Delivery tags whose unacknowledged records a task's own answer removed (one worker, one task at a time, so a
 # module-level set: Celery's ack for the message reaches QoS.ack on the same process).
@@ -64,14 +117,14 @@ class Channel(kombu_redis.Channel):
         self._in_poll = self.client.connection
         self._brpop_sent_at = monotonic()
         timeout = self.brpop_timeout if timeout is None else timeout
-        keys = queues.take_keys(model)
+        keys = take_keys(model)
         # the wait ends on a ring or after `timeout`; TAKE runs either way, so a message queued without a ring
         # (a message kombu put back) is taken within `timeout`
         self.client.connection.send_packed_command(
             self.client.connection.pack_commands(
                 [
                     ("BLPOP", queues.bell_key(model), timeout or 0),
-                    ("EVAL", queues.TAKE, len(keys), *keys, len(queues.CLASSES)),
+                    ("EVAL", TAKE, len(keys), *keys, len(queues.CLASSES)),
                 ]
             )
         )
