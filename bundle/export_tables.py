@@ -1,4 +1,4 @@
-"""`laya-bundle export-tables CHECKPOINT OUT`: the four RoPE tables, `tables.json`, and the hashes.
+"""`laya-bundle export-tables CHECKPOINT OUT`: the four RoPE tables (laya_common.rope), `tables.json`, and the hashes.
 
 Tables are computed as transformers' ModernBERT computes them under bf16 autocast: inv_freq on the
 CPU at model construction, positions x inv_freq as an fp32 matmul and cos/sin on the device that
@@ -21,36 +21,10 @@ import torch
 from bundle.manifest import TABLES_JSON, Manifest
 from laya_common.checkpoint import artifact_hashes, sha256_file
 from laya_common.model import ModelConfig
+from laya_common.rope import ROUNDING_DTYPE, rope_tables
 
 KINDS = ("global", "local")
 TABLE_FILES = {(kind, fn): f"rope_{kind}_{fn}.f32" for kind in KINDS for fn in ("cos", "sin")}
-ROUNDING_DTYPE = torch.bfloat16
-
-
-def inv_freq(theta: float, head_dim: int) -> torch.Tensor:
-    """[head_dim / 2] fp32 on the CPU, as ModernBERT's rotary embedding computes it at construction."""
-    return 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
-
-
-def round_through_bf16(x: torch.Tensor) -> torch.Tensor:
-    """The reference casts cos/sin to the activation dtype (bf16) before applying them."""
-    return x.to(ROUNDING_DTYPE).to(torch.float32)
-
-
-def rope_cos_sin(theta: float, head_dim: int, n_tokens: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin: [n_tokens, head_dim] fp32 for positions 0..n_tokens-1, as ModernBERT's rotary embedding computes
-    them (the two halves of head_dim repeat the same frequencies). The reference executor's RoPE and the tables."""
-    freq = inv_freq(theta, head_dim).to(device)[None, :, None]  # [1, Dh/2, 1]
-    pos = torch.arange(n_tokens, device=device)[None, None, :].float()  # [1, 1, T]
-    freqs = (freq @ pos).transpose(1, 2)[0]  # [T, Dh/2]
-    angles = torch.cat((freqs, freqs), dim=-1)
-    return angles.cos(), angles.sin()
-
-
-def rope_tables(theta: float, head_dim: int, max_len: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin: [max_len, head_dim] fp32 holding bf16-representable values, computed on `device`."""
-    cos, sin = rope_cos_sin(theta, head_dim, max_len, device)
-    return round_through_bf16(cos), round_through_bf16(sin)
 
 
 def read_tables(bundle: Path, max_len: int, head_dim: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:

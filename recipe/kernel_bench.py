@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-from bundle.export_tables import inv_freq, rope_tables
 from bundle.loader import TORCH_DTYPES, Kernels
 from kernels.shapes import TIMED_SHAPES
+from laya_common.rope import inv_freq, rope_tables
 from recipe.provenance import versions
 
 WARMUP_REPLAYS = 3

@@ -85,12 +85,18 @@ def test_imports_follow_the_layers(module):
     assert not wrong, f"{module} imports {', '.join(wrong)}, against the layering (tests/test_layering.py)"
 
 
-def test_the_common_package_imports_the_standard_library_only():
+# The common package needs nothing the API's base install lacks, but for two rooms: the broker speaks Celery and
+# kombu (base dependencies), and the RoPE math needs torch (the worker's; nothing the API reaches imports it).
+COMMON_THIRD_PARTY = {"laya_common.broker": ("celery", "kombu"), "laya_common.rope": ("torch",)}
+
+
+def test_the_common_package_imports_the_standard_library_and_its_named_packages_only():
     for module in (m for m in MODULES if m.split(".")[0] == "laya_common"):
+        room = next((r for r in COMMON_THIRD_PARTY if module == r or module.startswith(r + ".")), None)
         outside = {
             name
             for name in imported_names(module) - set(MODULES)
-            if name.split(".")[0] not in sys.stdlib_module_names
+            if name.split(".")[0] not in (*sys.stdlib_module_names, *COMMON_THIRD_PARTY.get(room, ()))
             and name not in ("__future__", "laya_common._commit")  # written at build time, in the package
         }
         assert not outside, f"{module} imports {', '.join(sorted(outside))}"

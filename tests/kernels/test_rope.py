@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from bundle.export_tables import inv_freq, rope_tables
 from kernels import reference
 from kernels.shapes import SHAPES
+from laya_common.rope import inv_freq, rope_tables
 
 pytestmark = pytest.mark.gpu
 

@@ -12,9 +12,9 @@ import pytest
 from emulated_kernels import EmulatedKernels
 from executor_requests import CHOICE, NOUL, REQUESTS
 
-from bundle.export_tables import rope_tables
 from laya_common.contract import ExecutorError
 from laya_common.model import GLOBAL, ModelConfig
+from laya_common.rope import rope_tables
 from worker.engine.batch import Admits, Batch
 from worker.engine.checkpoint import load_weights
 from worker.engine.engine import Engine

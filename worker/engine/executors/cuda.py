@@ -306,7 +306,7 @@ class CudaExecutor(Executor):
                 kind: tuple(t.to(self.device, torch.float32).contiguous() for t in tables[kind])
                 for kind in ("global", "local")
             }
-        from bundle.export_tables import inv_freq
+        from laya_common.rope import inv_freq
 
         thetas = {"global": self.cfg.global_theta, "local": self.cfg.local_theta}
         return {kind: (inv_freq(theta, self.cfg.head_dim).to(self.device),) for kind, theta in thetas.items()}

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bundle.export_tables import rope_cos_sin
 from laya_common.contract import LIMITS
 from laya_common.model import GLOBAL, ModelConfig
+from laya_common.rope import rope_cos_sin
 from worker.engine.batch import Admits, Batch, Executor, Outputs
 
 DROPPED_WEIGHTS = ("temperature",)  # a calibration buffer the decoder reads from the config instead
