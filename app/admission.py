@@ -4,7 +4,7 @@ The workers publish how fast they drain each class of work (worker.service.heart
 and a batch took, as moving averages). From those and the depth of a queue, the API tells a caller at once
 what it would otherwise learn after waiting:
 
-- a sync request is refused when the sync requests queued ahead of it (they go first, laya_common.queues)
+- a sync request is refused when the sync requests queued ahead of it (they go first, laya_common.broker.queues)
   cannot be answered within its timeout: its answer would be a 504 after the whole wait;
 - a job or a batch is refused past a configured depth of its queue (LAYA_MAX_QUEUED_JOBS,
   LAYA_MAX_QUEUED_BATCHES), so a flood cannot queue more than the workers can drain;

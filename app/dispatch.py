@@ -4,7 +4,7 @@ state in Redis.
 Everything crosses as plain JSON: a task gets the validated payload, and writes an envelope
 (`contract.ok_envelope` / `contract.error_envelope`, never an exception) to its result key, where a
 sync call blocks for it (BLPOP) and a job fetch reads it. Each request goes on its model's queue of its
-class of work (laya_common.queues: sync, jobs, batches), through the ENQUEUE script that refuses it past the
+class of work (laya_common.broker.queues: sync, jobs, batches), through the ENQUEUE script that refuses it past the
 queue's bound (app.admission). A batch's states go to a list of their own (contract.batch_input_key), its
 message carries what they share.
 """
@@ -18,10 +18,11 @@ import time
 from celery import Celery
 from flask import Flask, current_app
 
-from app import admission, task_message, tracing
+from app import admission, tracing
 from app.admission import Fleet
 from app.errors import ApiError, from_envelope
-from laya_common import contract, queues
+from laya_common import contract
+from laya_common.broker import messages, queues
 
 READY_CACHE_S = 1.0  # how long a submission trusts the last read of the workers' records and Redis's memory
 INPUT_PIECE_BYTES = 4 << 20  # a batch's input goes to Redis in pieces of about this size (one RPUSH each)
@@ -251,7 +252,7 @@ class Dispatcher:
     ) -> tuple[str, bytes]:
         """(the queue, the message that runs `task(argument)` as `job_id` from it)."""
         queue = queues.queue_name(model, work_class)
-        return queue, task_message.encode(self.celery, task, argument, task_id=job_id, queue=queue, headers=headers)
+        return queue, messages.encode(self.celery, task, argument, task_id=job_id, queue=queue, headers=headers)
 
     def _write_input(self, batch_id: str, items: list) -> None:
         """A batch's items, one JSON text each, appended to its input list in pieces of about INPUT_PIECE_BYTES,

@@ -1,7 +1,8 @@
 """What the API and the workers share: the protocol contract (errors, limits, models, envelopes, Redis keys), the
-queues of work and their scripts, settings, the version, and what every layer agrees on about a checkpoint (its
-files, configuration, dimensions and named presets).
+broker (queues of work, their scripts, the task messages, the worker's transport), settings, the version, and what
+every layer agrees on about a checkpoint (its files, configuration, dimensions, named presets and RoPE).
 
-The layers depend one way (tests/test_layering.py): this package is below them all, imports no project code and
-no third-party package, so the API can use it without torch.
+The layers depend one way (tests/test_layering.py): this package is below them all and imports no project code;
+besides the standard library only `broker` imports Celery and kombu (base dependencies) and `rope` torch, which
+nothing the API reaches imports.
 """

@@ -309,7 +309,7 @@ def celery_config(
             "health_check_interval": health_check_interval_s,
             "body_encoding": TASK_BODY_ENCODING,
             # one Redis list per queue (the API writes every message at priority 0): a worker takes from its one
-            # queue with BLMOVE, which reads one list (worker.service.redis_transport)
+            # queue with BLMOVE, which reads one list (laya_common.broker.transport)
             "priority_steps": [0],
         },
         "redis_socket_connect_timeout": 5,

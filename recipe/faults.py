@@ -34,7 +34,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from laya_common import contract, queues
+from laya_common import contract
+from laya_common.broker import queues
 from recipe.client import Client
 from recipe.load import REQUESTS, answers_alone
 from recipe.provenance import versions
@@ -167,7 +168,7 @@ def worker_kill(stack: Stack, load: Load) -> dict:
         return json.loads(client.request("GET", f"/v1/batches/{batch_id}")[2])["done"]
 
     for n, target in enumerate(KILL_TARGETS, start=1):
-        # a batch runs only while no sync request or job waits (laya_common.queues): the callers pause for it
+        # a batch runs only while no sync request or job waits (laya_common.broker.queues): the callers pause for it
         with load.paused() if target == "batch" else contextlib.nullcontext():
             if target == "batch":
                 status, _, body = client.request("POST", "/v1/batches", batch_body)

@@ -27,7 +27,8 @@ from urllib.parse import urlparse
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from laya_common import contract, queues
+from laya_common import contract
+from laya_common.broker import queues
 from recipe.client import Client, add_service_arguments
 from recipe.provenance import versions
 

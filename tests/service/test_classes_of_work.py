@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from laya_common import contract, queues
+from laya_common import contract
+from laya_common.broker import queues, transport
 from service.helpers import NOUL, Service, assert_same_answers, request_body, wait_until
-from worker.service import redis_transport
 
 CHUNK = 4  # states between two progress updates of a batch (LAYA_BATCH_CHUNK)
 TAKE_WAIT_S = 1  # kombu's brpop_timeout: how long an idle worker's wait for its model's doorbell lasts
@@ -101,7 +101,7 @@ def test_a_sync_request_and_a_job_sent_while_a_long_batch_runs_pass_it(service):
     for i in (0, 13, 399):
         alone = service.post("/v1/systemone", json=request_body(states[i], late=NOUL)).json()
         assert_same_answers(finished["results"][i], alone)
-    assert service.redis().zcard(redis_transport.UNACKED_INDEX_KEY) == 0  # every message taken was acknowledged once
+    assert service.redis().zcard(transport.UNACKED_INDEX_KEY) == 0  # every message taken was acknowledged once
 
 
 def test_cancel_a_queued_job_and_a_queued_batch_they_never_run(service):
@@ -114,7 +114,7 @@ def test_cancel_a_queued_job_and_a_queued_batch_they_never_run(service):
         assert service.http.delete(service.url(f"/v1/jobs/{job}")).status_code == 200  # twice is once
     redis = service.redis()
     wait_until(lambda: not any(redis.llen(q) for q in queues.queue_names("english")), 30, "the worker to skip them")
-    wait_until(lambda: redis.zcard(redis_transport.UNACKED_INDEX_KEY) == 0, 30, "both acknowledged")
+    wait_until(lambda: redis.zcard(transport.UNACKED_INDEX_KEY) == 0, 30, "both acknowledged")
     assert service.get(f"/v1/jobs/{job}").json() == {"id": job, "status": "cancelled"}
     assert service.get(f"/v1/batches/{batch}").json()["status"] == "cancelled"
     assert redis.llen(contract.result_key(job)) == 1  # the cancellation alone: the worker wrote no answer
@@ -128,7 +128,7 @@ def test_cancel_a_running_batch_stops_it_at_its_next_window_keeping_what_it_stor
     r = service.http.delete(service.url(f"/v1/batches/{batch}"))
     assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
     redis = service.redis()
-    wait_until(lambda: redis.zcard(redis_transport.UNACKED_INDEX_KEY) == 0, 30, "the worker to stop the batch")
+    wait_until(lambda: redis.zcard(transport.UNACKED_INDEX_KEY) == 0, 30, "the worker to stop the batch")
     stopped = service.get(f"/v1/batches/{batch}").json()
     assert stopped["status"] == "cancelled" and 2 * CHUNK <= stopped["done"] < len(states)
     assert len(stopped["results"]) == stopped["done"] and not redis.exists(contract.batch_input_key(batch))

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from app.errors import ERROR_STATUS
-from laya_common import queues
+from laya_common.broker import queues
 from service.helpers import API_KEY, NOUL, request_body
 
 GOOD = request_body("Please refund the duplicate charge.", refund=NOUL)

@@ -8,7 +8,8 @@ import signal
 
 from celery import Celery
 
-from laya_common import contract, queues
+from laya_common import contract
+from laya_common.broker import queues
 from service.helpers import NOUL, Service, assert_same_answers, request_body, wait_until
 
 PAYLOAD = request_body("Please refund the duplicate charge.", refund=NOUL)

@@ -17,7 +17,8 @@ import pytest
 import requests
 
 from app.dispatch import new_id
-from laya_common import contract, queues
+from laya_common import contract
+from laya_common.broker import queues
 from service.helpers import API_KEY, BIN, NOUL, REDIS_PASSWORD, Service, free_port, request_body, wait_until
 
 PAYLOAD = request_body("Please refund the duplicate charge.", refund=NOUL)

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 import requests
 
 from app.serve import raise_open_files_limit
-from laya_common import queues
+from laya_common.broker import queues
 from service.helpers import API_KEY, NOUL, Service, request_body, wait_until
 
 AUTH = {"headers": {"Authorization": f"Bearer {API_KEY}"}, "timeout": 60}

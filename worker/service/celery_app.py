@@ -2,7 +2,7 @@
 
 One process does it all: it loads the checkpoint and answers a real warmup request, announces
 readiness in Redis (what /health reads), and only then starts Celery's solo pool on the model's
-queues (one per class of work, taken in the order of laya_common.queues), running each task in this
+queues (one per class of work, taken in the order of laya_common.broker.queues), running each task in this
 process, one at a time. Tasks are acknowledged after their answer
 is written (acks late, prefetch 1). If the process dies, the task it held goes back to the queue
 once its heartbeat has expired, taken by another worker or the next one to start. An executor
@@ -19,9 +19,10 @@ from celery import Celery
 from celery.signals import task_received
 
 from laya_common import contract
+from laya_common.broker import transport
 from laya_common.settings import or_exit
 from laya_common.version import add_version_flag
-from worker.service import lifecycle, redis_transport, tracing
+from worker.service import lifecycle, tracing
 from worker.service.settings import WorkerSettings, env_help
 
 
@@ -34,7 +35,7 @@ def make_celery(settings: WorkerSettings) -> Celery:
             health_check_interval_s=settings.health_check_interval_s,
         ),
         task_default_queue=settings.queues[0],
-        broker_transport=redis_transport.NAME,
+        broker_transport=transport.NAME,
         include=["worker.service.tasks"],
     )
     return app

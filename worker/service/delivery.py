@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from laya_common import queues
+from laya_common.broker import queues
 
 
 @dataclass(frozen=True)

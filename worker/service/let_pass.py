@@ -4,7 +4,7 @@ A worker runs one task at a time, and a batch is one task that may run for minut
 boundary between two of its forward passes, at most every LAYA_BATCH_YIELD_MS, asks whether a sync request or
 a job waits for this worker's model; if one does, the engine lets its own passes in flight finish and this
 takes every waiting one (sync requests first, each recorded as unacknowledged as the worker's consumer would:
-worker.service.redis_transport's TAKE) and runs it as the Celery task would, then the batch goes on. An
+laya_common.broker.transport's TAKE) and runs it as the Celery task would, then the batch goes on. An
 interactive caller then waits for one such window of the batch at most, and each request still runs alone in
 its pass.
 """
@@ -16,7 +16,8 @@ import json
 import logging
 import time
 
-from laya_common import contract, queues
+from laya_common import contract
+from laya_common.broker import queues
 from worker.service.delivery import Delivery
 
 log = logging.getLogger("laya.worker")

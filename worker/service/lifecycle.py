@@ -5,7 +5,7 @@ It builds the engine and answers a real warmup first, announces readiness in Red
 starts consuming the model's queues, so a warming worker holds no task that an idle one could run.
 A task writes its envelope to its result key (which the API blocks on) in the same round trip as
 its metrics and its message's acknowledgement (acks late: the answer is written first; see
-worker.service.redis_transport). An executor failure answers that request with a 500 envelope, marks the
+laya_common.broker.transport). An executor failure answers that request with a 500 envelope, marks the
 worker failed, and asks Celery for a warm shutdown, which acknowledges the answered task and exits
 non-zero; a task that reaches a failed engine is requeued.
 A batch is scored in windows; between two of them, the sync requests and jobs waiting run first
@@ -26,9 +26,10 @@ import signal
 import time
 from collections.abc import Iterator
 
-from laya_common import contract, queues
+from laya_common import contract
+from laya_common.broker import queues, transport
 from laya_common.version import version_info
-from worker.service import redis_transport, tracing
+from worker.service import tracing
 from worker.service.batch_input import BatchInput
 from worker.service.delivery import Delivery
 from worker.service.heartbeat import Heartbeat, executor_bucket, record_executor_seconds
@@ -51,8 +52,8 @@ return 1
 APPENDED, ELSEWHERE, CANCELLED = 1, 0, -1
 
 # A task's answer, then its executor-time observation (heartbeat.record_executor_seconds's three commands)
-# and its message's acknowledgement (worker.service.redis_transport), as one command: a pipeline of the eight
-# took about 0.09 ms longer here, and the waiting API wakes only once all of it has been packed and sent.
+# and the removal of its message's unacknowledged record (laya_common.broker says why), as one command: a
+# pipeline of the eight took about 0.09 ms longer here, and the waiting API wakes only once all of it is sent.
 STORE_ANSWER = """
 redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[2])
@@ -214,8 +215,8 @@ class Runtime:
     def take_interactive(self) -> tuple[str, bytes] | None:
         """The next waiting sync request or job of this worker's model ((queue, message as queued), recorded as
         unacknowledged), or None."""
-        keys = redis_transport.take_keys(self.settings.model)
-        taken = self.redis.eval(redis_transport.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
+        keys = transport.take_keys(self.settings.model)
+        taken = self.redis.eval(transport.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
         return (taken[0].decode(), taken[1]) if taken else None
 
     def interactive_waiting(self) -> bool:
@@ -243,10 +244,9 @@ class Runtime:
         if delivery.tag is None:
             return
         pipe = self.redis.pipeline()
-        pipe.zrem(redis_transport.UNACKED_INDEX_KEY, delivery.tag)
-        pipe.hdel(redis_transport.UNACKED_KEY, delivery.tag)
+        pipe.zrem(transport.UNACKED_INDEX_KEY, delivery.tag)
+        pipe.hdel(transport.UNACKED_KEY, delivery.tag)
         pipe.execute()
-        redis_transport.acked(delivery.tag)
 
     def _store(
         self,
@@ -268,8 +268,8 @@ class Runtime:
             contract.result_key(job_id),
             contract.job_key(job_id),  # a job record outlives its queue wait
             contract.executor_metrics_key(self.settings.model),
-            redis_transport.UNACKED_INDEX_KEY,
-            redis_transport.UNACKED_KEY,
+            transport.UNACKED_INDEX_KEY,
+            transport.UNACKED_KEY,
             json.dumps(envelope),
             ttl_s,
             bucket or "",
@@ -282,8 +282,6 @@ class Runtime:
         if drop is not None:
             pipe.delete(drop)
         pipe.execute()
-        if delivery.tag is not None:
-            redis_transport.acked(delivery.tag)
 
     def _append(self, batch_id: str, start: int, results: list[dict], seconds: float) -> int:
         """Append a batch window that begins at result `start`: APPENDED, or ELSEWHERE if the list does not end

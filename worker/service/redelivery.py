@@ -10,7 +10,7 @@ kombu's own restore puts them back at the head of their queue, marked redelivere
 two workers restoring at once deliver a message once; then it rings every model's doorbell, so that an idle
 worker takes it now. A worker that starts after all others died does this at its first beat: the task waits
 for a fresh worker to be warm, not for the timeout. Since a worker takes a message and records it in one
-step (worker.service.redis_transport's TAKE), there is no message a dead worker can leave anywhere else.
+step (laya_common.broker.transport's TAKE), there is no message a dead worker can leave anywhere else.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 import time
 
-from laya_common import contract, queues
+from laya_common import contract
+from laya_common.broker import queues
 
 log = logging.getLogger("laya.worker")
 

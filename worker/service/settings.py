@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from laya_common import contract, queues, settings
+from laya_common import contract, settings
+from laya_common.broker import queues
 from laya_common.settings import Setting, SettingsError
 
 # field -> its setting; `laya-worker --help` prints this table.

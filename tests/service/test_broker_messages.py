@@ -1,4 +1,4 @@
-"""The API builds its task messages itself (app/task_message.py); they must be what Celery's `send_task` puts
+"""The API builds its task messages itself (laya_common/broker/messages.py); they must be what Celery's `send_task` puts
 on the queue, up to the parts that differ on every send, and a real worker must run them (every sync call of
 the other service tests goes this way)."""
 
@@ -9,8 +9,8 @@ import json
 import redis
 from celery import Celery
 
-from app import task_message
 from laya_common import contract
+from laya_common.broker import messages
 
 PAYLOAD = {"model": "english", "state": "s", "questions": {"q": {"type": "noul", "instructions": "i?"}}}
 PER_SEND = {("properties", "delivery_tag"), ("properties", "reply_to"), ("headers", "ignore_result")}
@@ -45,8 +45,8 @@ def test_a_built_message_is_what_send_task_queues(private_db):
         ),
     )
     # a message for another job first: what every message of the task shares is kept from it
-    task_message.encode(celery, contract.TASK_DECIDE, {"other": 1}, task_id="job-0", queue="laya:test-queue")
-    built = task_message.encode(
+    messages.encode(celery, contract.TASK_DECIDE, {"other": 1}, task_id="job-0", queue="laya:test-queue")
+    built = messages.encode(
         celery, contract.TASK_DECIDE, PAYLOAD, task_id="job-1", queue="laya:test-queue", headers=headers
     )
     got = queued(private_db, lambda: redis.Redis.from_url(private_db).lpush("laya:test-queue", built))
@@ -56,7 +56,7 @@ def test_a_built_message_is_what_send_task_queues(private_db):
 def test_every_message_has_its_own_delivery_tag():
     celery = Celery("test")
     tags = {
-        json.loads(task_message.encode(celery, contract.TASK_DECIDE, PAYLOAD, task_id="j", queue="q"))["properties"][
+        json.loads(messages.encode(celery, contract.TASK_DECIDE, PAYLOAD, task_id="j", queue="q"))["properties"][
             "delivery_tag"
         ]
         for _ in range(3)

@@ -6,7 +6,7 @@ only wraps them the way kombu's Redis channel does before its LPUSH (the JSON bo
 API can then send the LPUSH in the same pipeline as the BLPOP that waits for the answer: one Redis round
 trip per sync call, and none of kombu's per-publish work (a producer and a connection from its pool,
 exchange lookup, a new client object per command).
-The worker still consumes it with Celery; tests/service/test_task_message.py compares it with what
+The worker still consumes it with Celery; tests/service/test_broker_messages.py compares it with what
 `send_task` writes.
 """
 

@@ -4,12 +4,12 @@ that puts a message on a queue.
 Every model has one Celery queue (a Redis list) per class of work, and a worker takes from them in CLASSES
 order: a sync request before any job, a job before any batch; first in, first out within a class. The API
 puts a message on with ENQUEUE (refused past a depth bound it gives); a worker takes the next one with the TAKE
-script of worker/service/redis_transport.py.
+script of laya_common/broker/transport.py.
 
 Redis has no blocking command that moves the first message of several lists, so each model also has a
 doorbell, a one-item list that is non-empty while some queue of the model may hold a message: ENQUEUE rings
 it, TAKE silences it when every queue is empty and rings it again when it leaves a message behind. An idle
-worker blocks on the doorbell (BLPOP), then runs TAKE (worker.service.redis_transport).
+worker blocks on the doorbell (BLPOP), then runs TAKE (laya_common.broker.transport).
 
 """
 

@@ -1,25 +1,9 @@
-"""kombu's Redis transport, taking a worker's next message in class order: the one owner of every departure
-from stock kombu (Celery's consumer, the task messages and kombu's own keys stay as they are).
+"""kombu's Redis transport, taking a worker's next message in class order with the TAKE script (why, and what
+else departs from stock kombu: laya_common/broker/__init__.py).
 
-What departs, and what each buys:
-
-- `Channel._brpop_start` / `_brpop_read` (private kombu methods, the consumer's wait and read): a channel
-  consuming exactly one model's queues (laya_common.queues) waits on the model's doorbell and takes with the TAKE
-  script (below), pipelined behind the wait on the same connection. That buys the order of classes (sync, jobs,
-  batches; kombu's BRPOP over several queues rotates between them) and a take that records the message as
-  unacknowledged in the same atomic step (with BRPOP, a worker killed between taking and recording lost the
-  message). Any other set of queues is consumed by kombu's BRPOP, unchanged.
-- `QoS.append`: a message TAKE recorded already is not recorded again (kombu would send its ZADD and HSET).
-- `QoS.ack`: a task may acknowledge its message in the round trip that writes its answer (worker.service.lifecycle's
-  store script removes kombu's records, after the answer); Celery's acknowledgement of it then sends nothing.
-- TAKE writes kombu's own record of an unacknowledged message (its `unacked` hash and `unacked_index` sorted set,
-  which kombu's restore and worker.service.redelivery read) in the script that takes the message: no moment exists
-  at which a message is neither queued nor recorded. The task's answer script (worker.service.lifecycle) removes
-  that record with its answer; both use the key names here.
-
-The message format itself is Celery's (protocol 2, JSON), which app/task_message.py builds without a producer.
-tests/service/test_redis_transport.py checks each departure against the installed kombu, so an upgrade that
-moves one of these internals fails there, not in production.
+A channel consuming exactly one model's queues (laya_common.broker.queues) waits on the model's doorbell and
+runs TAKE pipelined behind the wait, on the same connection; any other set of queues is consumed by kombu's
+BRPOP, unchanged. Celery's consumer, its task messages and kombu's own records stay as they are.
 """
 
 from __future__ import annotations
@@ -32,10 +16,10 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
-from laya_common import queues
+from laya_common.broker import queues
 
 # kombu's keys for unacknowledged messages (the default names of its Redis Channel, which the worker keeps);
-# tests/service/test_redis_transport.py fails if kombu renames them
+# tests/service/test_broker_transport.py fails if kombu renames them
 UNACKED_KEY = "unacked"
 UNACKED_INDEX_KEY = "unacked_index"
 
@@ -82,25 +66,14 @@ def take_keys(model: str) -> list[str]:
     return [*queues.queue_names(model), UNACKED_INDEX_KEY, UNACKED_KEY, queues.bell_key(model)]
 
 
-# Delivery tags whose unacknowledged records a task's own answer removed (one worker, one task at a time, so a
-# module-level set: Celery's ack for the message reaches QoS.ack on the same process).
-_settled: set[str] = set()
-
-
 class QoS(kombu_redis.QoS):
     def append(self, message, delivery_tag):
+        """A message TAKE recorded already is not recorded again (kombu would send its ZADD and HSET)."""
         if self.channel.recorded is not None and self.channel.recorded == delivery_tag:
             self.channel.recorded = None
             virtual.QoS.append(self, message, delivery_tag)  # kombu's bookkeeping in this process only
         else:
             super().append(message, delivery_tag)
-
-    def ack(self, delivery_tag):
-        if delivery_tag in _settled:
-            _settled.discard(delivery_tag)
-            virtual.QoS.ack(self, delivery_tag)  # forget it here; Redis is done already
-        else:
-            super().ack(delivery_tag)
 
 
 class Channel(kombu_redis.Channel):
@@ -166,8 +139,3 @@ class Transport(kombu_redis.Transport):
 
 
 NAME = f"{__name__}:Transport"  # Celery's broker_transport setting
-
-
-def acked(delivery_tag: str) -> None:
-    """The task removed `delivery_tag`'s records itself: Celery's acknowledgement of this message sends nothing."""
-    _settled.add(delivery_tag)

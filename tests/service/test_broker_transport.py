@@ -1,4 +1,4 @@
-"""Taking work in class order (laya_common.queues, worker/service/redis_transport.py): the scripts on a Redis of
+"""Taking work in class order (laya_common.broker.queues, laya_common/broker/transport.py): the scripts on a Redis of
 their own, kombu's consumer with our transport, the real worker's commands (MONITOR), and the kombu internals
 the transport replaces, checked against the installed kombu so that an upgrade that moves one fails here."""
 
@@ -9,15 +9,16 @@ import json
 import multiprocessing
 import os
 import threading
+from importlib import metadata
 
 import redis
 from kombu import Connection
 from kombu.transport import redis as kombu_redis
+from packaging.requirements import Requirement
 
-from app import task_message
-from laya_common import contract, queues
+from laya_common import contract
+from laya_common.broker import messages, queues, transport
 from service.helpers import NOUL, request_body, wait_until
-from worker.service import redis_transport
 from worker.service.redelivery import Redeliverer
 
 END = "laya-test-monitor-end"
@@ -28,19 +29,19 @@ def make_celery(url: str):
     from celery import Celery
 
     app = Celery("laya-test")
-    app.conf.update(contract.celery_config(url), broker_transport=redis_transport.NAME)
+    app.conf.update(contract.celery_config(url), broker_transport=transport.NAME)
     return app
 
 
 def enqueue(db, celery, work_class: str, task_id: str, *, bound: int = -1, result: str = "") -> int:
     queue = queues.queue_name(MODEL, work_class)
-    message = task_message.encode(celery, contract.TASK_DECIDE, {"n": task_id}, task_id=task_id, queue=queue)
+    message = messages.encode(celery, contract.TASK_DECIDE, {"n": task_id}, task_id=task_id, queue=queue)
     return db.eval(queues.ENQUEUE, 3, queue, queues.bell_key(MODEL), result, message, bound, 60)
 
 
 def take(db, classes: int = len(queues.CLASSES)):
-    keys = redis_transport.take_keys(MODEL)
-    return db.eval(redis_transport.TAKE, len(keys), *keys, classes)
+    keys = transport.take_keys(MODEL)
+    return db.eval(transport.TAKE, len(keys), *keys, classes)
 
 
 def test_take_goes_in_class_order_first_in_first_out_and_records_each_as_kombu_does(private_db):
@@ -54,8 +55,8 @@ def test_take_goes_in_class_order_first_in_first_out_and_records_each_as_kombu_d
         message = json.loads(raw)
         order.append(message["headers"]["id"])
         tag = message["properties"]["delivery_tag"]
-        assert json.loads(db.hget(redis_transport.UNACKED_KEY, tag)) == [message, "", queue]  # kombu's record
-        assert db.zscore(redis_transport.UNACKED_INDEX_KEY, tag) is not None
+        assert json.loads(db.hget(transport.UNACKED_KEY, tag)) == [message, "", queue]  # kombu's record
+        assert db.zscore(transport.UNACKED_INDEX_KEY, tag) is not None
         # the doorbell rings while a message waits, and is silent once none does
         assert db.exists(queues.bell_key(MODEL)) == (len(order) < 5)
     assert order == ["s1", "s2", "j1", "j2", "b1"]
@@ -84,7 +85,7 @@ def test_kombu_consumer_with_this_transport_takes_in_class_order_messages_kombu_
     """kombu's own publish rings no doorbell: the consumer still takes within its wait's timeout, in class order."""
     db = redis.Redis.from_url(private_db)
     names = queues.queue_names(MODEL)
-    with Connection(private_db, transport=redis_transport.Transport) as conn:
+    with Connection(private_db, transport=transport.Transport) as conn:
         declared = [conn.SimpleQueue(name).queue for name in names]
         producer = conn.Producer(conn.default_channel)
         for name in reversed(names):  # batches first, sync last
@@ -95,15 +96,15 @@ def test_kombu_consumer_with_this_transport_takes_in_class_order_messages_kombu_
                 conn.drain_events(timeout=10)
         assert [name for name, _ in taken] == list(names)
         for _, message in taken:
-            assert db.hexists(redis_transport.UNACKED_KEY, message.delivery_tag)  # recorded by TAKE, not again by kombu
+            assert db.hexists(transport.UNACKED_KEY, message.delivery_tag)  # recorded by TAKE, not again by kombu
             message.ack()
-        assert db.hlen(redis_transport.UNACKED_KEY) == 0 and db.zcard(redis_transport.UNACKED_INDEX_KEY) == 0
+        assert db.hlen(transport.UNACKED_KEY) == 0 and db.zcard(transport.UNACKED_INDEX_KEY) == 0
 
 
 def take_and_die(url: str) -> None:
     """A worker's consumer killed right after it took a message (a child process)."""
-    redis_transport.QoS.append = lambda *_: os._exit(0)
-    with Connection(url, transport=redis_transport.Transport) as conn:
+    transport.QoS.append = lambda *_: os._exit(0)
+    with Connection(url, transport=transport.Transport) as conn:
         declared = [conn.SimpleQueue(name).queue for name in queues.queue_names(MODEL)]
         with conn.Consumer(declared, callbacks=[lambda *_: None]):
             conn.drain_events(timeout=10)
@@ -118,7 +119,7 @@ def test_a_message_taken_by_a_worker_killed_at_once_is_recorded_and_redelivered(
     child.start()
     child.join(30)
     assert child.exitcode == 0, "the child did not take the message"
-    assert db.llen(queues.queue_name(MODEL, "jobs")) == 0 and db.hlen(redis_transport.UNACKED_KEY) == 1
+    assert db.llen(queues.queue_name(MODEL, "jobs")) == 0 and db.hlen(transport.UNACKED_KEY) == 1
     assert len(Redeliverer(celery, db, grace_s=0)()) == 1  # no live worker names it
     (back,) = db.lrange(queues.queue_name(MODEL, "jobs"), 0, -1)
     redelivered = json.loads(back)
@@ -153,7 +154,7 @@ def commands_during(service, action) -> list[tuple[str, str]]:
     return seen
 
 
-def test_each_task_is_taken_and_recorded_in_one_script_and_acknowledged_with_its_answer(stack):
+def test_each_task_is_taken_and_recorded_in_one_script_and_its_record_removed_with_its_answer(stack):
     body = request_body("Please refund the duplicate charge.", refund=NOUL)
     job_ids = []
 
@@ -165,30 +166,41 @@ def test_each_task_is_taken_and_recorded_in_one_script_and_acknowledged_with_its
 
     seen = commands_during(stack, two_requests)
     commands = [c for c, _ in seen]
-    recorded = [c.split()[-1] for c in commands if c.startswith("ZADD unacked_index")]
-    acks = [c.split()[-1] for c in commands if c.startswith("ZREM unacked_index")]
-    assert len(recorded) == 2 and acks == recorded, commands  # one removal per message: Celery's ack sent nothing
-    for job_id, tag in zip(job_ids, recorded, strict=True):
-        record = next(i for i, c in enumerate(commands) if c.startswith("ZADD unacked_index") and c.endswith(tag))
-        answer = next(i for i, c in enumerate(commands) if c.startswith(f"RPUSH laya:result:{job_id}"))
-        ack = next(i for i, c in enumerate(commands) if c.startswith(f"ZREM unacked_index {tag}"))
-        assert record < answer < ack, "recorded after its answer, or acknowledged before it"
+    recorded = [i for i, c in enumerate(commands) if c.startswith("ZADD unacked_index")]
+    assert len(recorded) == 2, commands  # once each, by TAKE: kombu's QoS.append sent nothing
+    for job_id, record in zip(job_ids, recorded, strict=True):
+        tag = commands[record].split()[-1]
         # TAKE took it off its queue and recorded it in one script: nothing else ran in between
         assert commands[record - 2].startswith("RPOP laya.english.sync") and seen[record - 1][1] == "lua:"
-        assert commands[ack + 1] == f"HDEL unacked {tag}"
+        # the answer's script removes the record: no moment at which it is answered and still recorded
+        answer = next(i for i, c in enumerate(commands) if c.startswith(f"RPUSH laya:result:{job_id}"))
+        removed = next(i for i, c in enumerate(commands) if i > answer and c == f"ZREM unacked_index {tag}")
+        assert record < answer and all(client == "lua:" for _, client in seen[answer : removed + 2]), commands
+        assert commands[removed + 1] == f"HDEL unacked {tag}"
     assert stack.redis().zcard("unacked_index") == 0
     assert not any(c.startswith(("BRPOP ", "BLMOVE ")) for c in commands)
 
 
+UPGRADE = "after a kombu or celery upgrade, read laya_common/broker/__init__.py before anything else"
+
+
+def test_the_installed_celery_and_kombu_are_in_the_range_the_broker_supports():
+    stated = {r.name: r for r in map(Requirement, metadata.requires("laya-service")) if not r.marker}
+    for name in ("celery", "kombu"):
+        installed = metadata.version(name)
+        assert stated[name].specifier.contains(installed), f"{name} {installed} is outside {stated[name]}: {UPGRADE}"
+
+
 def test_the_kombu_internals_the_transport_replaces_are_where_it_expects_them():
-    """If this fails after a kombu upgrade, worker/service/redis_transport.py needs a look before anything else."""
     channel = kombu_redis.Channel
     for name in ("_brpop_start", "_brpop_read", "_flush_brpop_reauth"):
-        assert callable(getattr(channel, name, None)), f"kombu's Redis Channel has no {name}"
-    assert list(inspect.signature(channel._brpop_start).parameters) == ["self", "timeout"]
-    assert "_in_poll" in vars(channel) and "_brpop_sent_at" in vars(channel)  # what kombu's BRPOP check reads
-    assert channel.unacked_key == redis_transport.UNACKED_KEY
-    assert channel.unacked_index_key == redis_transport.UNACKED_INDEX_KEY
-    assert "_deliver" in vars(kombu_redis.Transport.__mro__[1]) or hasattr(kombu_redis.Transport, "_deliver")
-    source = inspect.getsource(kombu_redis.QoS.restore_by_tag)
-    assert "unacked_key" in source and "_do_restore_message" in source  # worker.service.redelivery's restore
+        assert callable(getattr(channel, name, None)), f"kombu's Redis Channel has no {name}: {UPGRADE}"
+    assert list(inspect.signature(channel._brpop_start).parameters) == ["self", "timeout"], UPGRADE
+    # what kombu's BRPOP check reads
+    assert "_in_poll" in vars(channel) and "_brpop_sent_at" in vars(channel), f"Channel's poll state moved: {UPGRADE}"
+    assert (channel.unacked_key, channel.unacked_index_key) == (transport.UNACKED_KEY, transport.UNACKED_INDEX_KEY), (
+        f"kombu renamed its unacknowledged keys: {UPGRADE}"
+    )
+    assert callable(getattr(kombu_redis.Transport, "_deliver", None)), f"kombu's Transport has no _deliver: {UPGRADE}"
+    source = inspect.getsource(kombu_redis.QoS.restore_by_tag)  # worker.service.redelivery's restore
+    assert "unacked_key" in source and "_do_restore_message" in source, f"QoS.restore_by_tag changed: {UPGRADE}"
