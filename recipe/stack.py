@@ -18,11 +18,11 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
 from laya_common import contract
+from worker.commands.stack import wait_until
 
 START_TIMEOUT_S = 600  # a worker's load + warmup of the large checkpoint, or of the tiny one on a busy CPU
 BIN = Path(sys.executable).parent
@@ -33,16 +33,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
 def checkout_env() -> dict[str, str]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import requests
 
-from recipe.stack import checkout_env, free_port, wait_until
+from worker.commands.stack import wait_until
 
 REDIS_PASSWORD = "laya-test-password"
 API_KEY = "laya-test-key"
@@ -20,6 +22,12 @@ HEARTBEAT_TTL_S = 3  # short, so a stopped worker's readiness expires within the
 STARTUP_TIMEOUT_S = 180  # worker load + warmup on a loaded 2-core machine
 STACK_STARTUP_TIMEOUT_S = 300  # laya-stack: synthesizing checkpoints, then workers warming up side by side
 BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def wait_for_redis(url: str, popen: subprocess.Popen, what: str, timeout_s: float = 10) -> None:
@@ -118,7 +126,7 @@ class Launcher:
 
     def _start(self, name: str, cmd: list[str], env: dict) -> Process:
         log = self.logs / f"{name}-{len(self.started)}.log"
-        full_env = {**checkout_env(), "LAYA_API_KEY": API_KEY, **env}
+        full_env = {**os.environ, "LAYA_API_KEY": API_KEY, **env}
         with open(log, "wb") as out:
             popen = subprocess.Popen(cmd, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         process = Process(name, popen, log)

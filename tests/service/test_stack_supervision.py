@@ -18,8 +18,7 @@ import pytest
 import redis
 import requests
 
-from recipe.stack import free_port, wait_until
-from service.helpers import BIN, NOUL, STACK_STARTUP_TIMEOUT_S, request_body, stack_env
+from service.helpers import BIN, NOUL, STACK_STARTUP_TIMEOUT_S, free_port, request_body, stack_env, wait_until
 
 # distinctive, so finding it in a log or a command line means it was printed; in the URL percent-encoded, and
 # with characters redis.conf must quote

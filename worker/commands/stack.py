@@ -244,13 +244,23 @@ def start_local_redis(url: str, data_dir: Path, maxmemory: str) -> Child:
     data_dir.mkdir(parents=True, exist_ok=True)
     config = redis_config(parsed.port or 6379, data_dir, maxmemory, unquote(parsed.password or ""))
     child = Child.started("redis", partial(start_redis, config))
-    deadline = time.monotonic() + REDIS_START_TIMEOUT_S
-    while not redis_answers(url):
-        if child.proc.poll() is not None or time.monotonic() > deadline:
-            terminate(child.name, child.proc)
-            raise SystemExit("laya-stack: redis-server did not start (see its output above)")
-        time.sleep(0.1)
+    with contextlib.suppress(TimeoutError):  # said below, with what a dead one says
+        wait_until(lambda: child.proc.poll() is not None or redis_answers(url), REDIS_START_TIMEOUT_S, "redis-server")
+    if child.proc.poll() is not None or not redis_answers(url):
+        terminate(child.name, child.proc)
+        raise SystemExit("laya-stack: redis-server did not start (see its output above)")
     return child
+
+
+def wait_until(predicate: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.1):
+    """`predicate()`'s first truthy value, polled every `interval_s`; TimeoutError naming `what` after `timeout_s`.
+    (The recipes and the tests wait with it too.)"""
+    deadline = time.monotonic() + timeout_s
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(interval_s)
+    return value
 
 
 def redis_config(port: int, data_dir: Path, maxmemory: str, password: str) -> str:
