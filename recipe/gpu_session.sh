@@ -7,7 +7,11 @@
 # prepare      checkpoints synthesized (seed 0) and the bundles' tables exported for them (recipe/gpu_workdir.py)
 # gpu-tests    tests/gpu: the cuda executor against the fp32 reference, tiny and large checkpoints
 # parity       recipe.parity: distance to fp32, beside laya 0.3.20's bf16 path
+# same-answers recipe/same_answers.sh: the parity corpus answered byte for byte by an older whole tree
+#              (LAYA_AB_BASE_TREE, default ab_base/full: git archive COMMIT | tar -x) and by this one
 # compare      recipe.benchmark --compare: ours against laya stock bf16, laya fast and laya-cuda; batch scoring
+# readme       recipe/gpu_readme_steps.sh: the README's "Run on a GPU" steps after the installs
+# round-trips  recipe.broker_round_trips: kombu's stock QoS.append and QoS.ack on this host's Redis
 # service      recipe/gpu_service.sh: laya-stack with the cuda executor, compare_with_backend, a job, a batch
 # overhead     recipe.http_overhead on a private stack with the cuda executor, beside the bare Celery floor
 # beside       recipe.batch_beside_sync on a private stack with the cuda executor: sync 1x77 requests while a
@@ -25,7 +29,7 @@
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n 2,26p "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n 2,31p "$0"; exit 0; }
 out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
@@ -44,6 +48,14 @@ for s in $steps; do
     gpu-tests) step gpu-tests 150 python3 -m pytest -q -p no:cacheprovider -rf tests/gpu ;;
     parity) step parity 240 python3 -m recipe.parity --checkpoint "$ckpt" --bundle "$optimized" --per-class 100 \
               --output "$work/parity" ;;
+    same-answers) step same-answers 300 recipe/same_answers.sh "${LAYA_AB_BASE_TREE:-ab_base/full}" "$ckpt" \
+                    "$optimized" "$work/same-answers" 50 ;;
+    readme) step readme 300 recipe/gpu_readme_steps.sh "$ckpt" "$work/readme" ;;
+    round-trips) redis-server --port 6390 --save "" --appendonly no >/dev/null &
+                 sleep 1
+                 step round-trips 60 python3 -m recipe.broker_round_trips --redis-url redis://127.0.0.1:6390/0 \
+                   --output "$work/round-trips"
+                 kill $! ;;
     compare) step compare 400 python3 -m recipe.benchmark --checkpoint "$ckpt" --bundle "$optimized" --compare \
                --output "$work/compare" ;;
     service) step service 120 recipe/gpu_service.sh "$ckpt" "$optimized" "$work/service" ;;

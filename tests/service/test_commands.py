@@ -90,3 +90,18 @@ def test_setup_succeeds_without_nvcc_and_says_what_only_the_bundle_build_needs()
     )
     assert out.returncode == 0, out.stderr
     assert "nvcc" in out.stderr and "bundle" in out.stderr
+
+
+def test_setup_for_a_gpu_stops_before_installing_anything_when_nvcc_is_missing():
+    """`scripts/setup.sh --gpu` is for building a bundle: without nvcc it says so, not after a CUDA torch download."""
+    root = Path(__file__).resolve().parents[2]
+    stamps = sorted((root / ".venv").glob(".setup-*"))
+    out = subprocess.run(
+        [str(root / "scripts" / "setup.sh"), "--gpu"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 1 and "--gpu builds a bundle, which needs nvcc" in out.stderr, out.stderr
+    assert sorted((root / ".venv").glob(".setup-*")) == stamps  # nothing installed
