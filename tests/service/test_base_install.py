@@ -7,6 +7,7 @@ the main stack, whose worker runs elsewhere (in this checkout's environment).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -19,6 +20,8 @@ from laya_common.version import git_commit, package_version
 from service.helpers import NOUL, Service, request_body
 
 ROOT = Path(__file__).resolve().parents[2]
+# a fresh host: nothing of this checkout on the path (tests/conftest.py puts it there for the processes tests start)
+FRESH_HOST = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 WORKER_ONLY = {"torch", "numpy", "safetensors", "tokenizers", "huggingface-hub", "tqdm", "tilelang"}
 
 
@@ -46,12 +49,13 @@ def base_bin(tmp_path_factory, dist) -> Path:
         check=True,
         capture_output=True,
         timeout=600,
+        env=FRESH_HOST,
     )
     return venv / "bin"
 
 
 def run(command: list, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=120, **kw)
+    return subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=120, env=FRESH_HOST, **kw)
 
 
 def test_the_sdist_and_the_wheel_carry_the_commit_they_were_built_from(dist):

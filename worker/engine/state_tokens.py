@@ -32,10 +32,8 @@ import re
 
 CHARS_PER_TOKEN = 8  # first window, in characters per needed token: English BPE text runs 3-5; 8 rarely retries
 GROWTH = 4  # a window too short is grown this many times over
-# Pieces for the tokenizer's threads: at least PIECE_CHARS characters each (about 50 tokens of English), at
-# most MAX_PIECES. On the H200 host (16 cores) they cut a 512-token state's tokenizing about fourfold and gave
-# batches 5-6% more states/s; wider, fewer pieces gained less, and on 2 cores pieces gain less or lose a little
-# (docs/records/tokenizer-pieces-h200-2026-12-04.json).
+# Pieces for the tokenizer's threads: at least PIECE_CHARS characters (about 50 English tokens), at most MAX_PIECES;
+# the sizes that gave batches the most on the H200 host (docs/records/tokenizer-pieces-h200-2026-12-04.json).
 PIECE_CHARS = 256
 MAX_PIECES = 16
 
