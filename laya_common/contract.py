@@ -53,6 +53,29 @@ class ExecutorError(RuntimeError):
     """The executor (native code, the GPU) failed: that request answers 500 and the worker stops."""
 
 
+# --- Which laya release's /v1/systemone a request speaks. ---
+
+# The laya releases whose protocol the service speaks, by version; the first is the default unless LAYA_PROTOCOL
+# says otherwise. A caller picks one per request with the PROTOCOL_HEADER (the major.minor is enough), and every
+# answer names the one it was given in.
+PROTOCOLS = ("0.3.20", "0.4.15")
+V03, V04 = PROTOCOLS
+PROTOCOL_HEADER = "x-laya-protocol"
+PROTOCOL_KEY = "protocol"  # a task's argument names its protocol here, unless it is 0.3.20
+
+
+def parse_protocol(value: str, where: str = PROTOCOL_HEADER) -> str:
+    """The protocol `value` names ("0.4", "0.4.15", "0.3", ...); RequestError (400) naming `where` otherwise."""
+    text = value.strip()
+    for version in PROTOCOLS:
+        if text in (version, version.rsplit(".", 1)[0]):
+            return version
+    raise RequestError(
+        f"{where}: {value!r} is no protocol this service speaks; use one of {', '.join(PROTOCOLS)}",
+        kind="bad_request",
+    )
+
+
 # --- Which model a request's `model` field names, as laya-serve 0.3.20 resolves it. ---
 
 MODELS = ("english", "multilingual", "typed-decisions")  # the Laya checkpoints, by canonical name
@@ -83,6 +106,17 @@ def laya_model(model_id: object) -> str | None:
     key = model_id.strip().lower()
     key = MODEL_ALIASES.get(key, key)
     return key if key in MODELS else None
+
+
+def path_like_model(model_id: object) -> bool:
+    """Whether laya 0.4 refuses `model_id` as a checkpoint path or an unpublished hub id (with a 422) instead of
+    choosing for the caller: a value naming no Laya model whose text starts with . or ~ or holds a slash."""
+    if not model_id:
+        return False
+    text = str(model_id).strip()
+    if laya_model(text) is not None or text.lower() == "convaiinnovations/laya":
+        return False
+    return text.startswith((".", "~")) or "/" in text or "\\" in text
 
 
 def resolve_model(model_id: object, served: tuple[str, ...]) -> str:

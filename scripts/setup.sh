@@ -30,7 +30,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-stamp=.venv/.setup-${gpu:+gpu-}$(sha256sum pyproject.toml | cut -c1-16)
+stamp=.venv/.setup-${gpu:+gpu-}$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   # torch is pinned here, before the project: on CPU machines 2.13.0 is the CPU build already on disk,
   # while an unpinned resolve would download a multi-GB CUDA build. --gpu takes that CUDA 13 build on
@@ -45,6 +45,13 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check "${torch[@]}" -e '.[dev,build]' 2>&1 \
     | grep -v 'is ignored: it is neither a file nor a directory' || true
   .venv/bin/python -c 'import torch, laya, celery, flask, tilelang' >/dev/null
+  # laya 0.4.15, protocol 0.4's oracle, beside 0.3.20 (the tests run it in a process of its own, this first on
+  # its path): the package alone, and FastAPI and httpx to run its laya-serve in-process
+  rm -rf .venv/laya-0.4.15
+  .venv/bin/python -m pip install -q --disable-pip-version-check --target .venv/laya-0.4.15 --no-deps laya==0.4.15 2>&1 \
+    | grep -v 'is ignored: it is neither a file nor a directory' || true
+  .venv/bin/python -m pip install -q --disable-pip-version-check --target .venv/laya-0.4.15 fastapi httpx 2>&1 \
+    | grep -v -e 'is ignored: it is neither a file nor a directory' -e 'bin already exists' || true
   rm -f .venv/.setup-*; touch "$stamp"
 fi
 if [ -n "$missing" ]; then

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from executor_requests import CHOICE, NOUL, REQUESTS, SCORE
+from executor_requests import CHOICE, NOUL, REQUESTS, REQUESTS04, SCORE
 
 pytestmark = pytest.mark.gpu
 
@@ -132,6 +132,15 @@ def test_requests_answer_as_the_reference_does(setup):
         assert ours["usage"] == want["usage"] and ours["answers"].keys() == want["answers"].keys()
         rows = setup.reference.prepare(request).rows
         assert_close_to_reference(setup, setup.graphs, rows)
+
+
+def test_protocol_0_4_requests_answer_as_the_reference_does(setup):
+    from laya_common.contract import V04
+
+    for request in REQUESTS04:
+        ours, want = setup.graphs.decide(request, V04), setup.reference.decide(request, V04)
+        assert ours["usage"] == want["usage"] and ours["answers"].keys() == want["answers"].keys()
+        assert_close_to_reference(setup, setup.graphs, setup.reference.prepare(request, V04).rows)
 
 
 def test_graphs_and_eager_give_the_same_answers(setup):

@@ -318,3 +318,131 @@ invalid_payloads = st.one_of(
         ),  # Laya models these checkpoints do not serve
     ),
 )
+
+
+# ------------------------------------------------------------------------------ protocol 0.4.15's requests
+BUCKETS = [f"{t}:{s}" for t in ("choice", "score", "noul") for s in ("2", "3-5", "6-10", "11+")] + ["default"]
+thresholds = st.floats(0.0, 1.0)
+# what is valid comes first: the simplest draws (and most draws) are requests laya answers
+CONTROLS04 = {
+    "max_len": (st.one_of(st.integers(128, 512), st.integers(16, 96)), [0, -3, True, 64.0]),
+    "head_max_len": (st.one_of(st.integers(16, 256), st.integers(8, 40)), [0, False]),
+    "min_confidence": (
+        st.one_of(thresholds, st.dictionaries(st.sampled_from(BUCKETS), thresholds, min_size=1, max_size=5)),
+        [0, 1, 1.5, -0.1, True, "0.5", {}, {"choice:3": 0.2}, {"default": 2}, [0.5]],
+    ),
+    "task": (st.one_of(texts, json_values), []),
+    "lang": (st.sampled_from(["de", "en", "en-GB", "zz", ""]), [5, ["de"]]),
+    "lang_guess": (st.sampled_from(["fr", "en"]), [True]),
+    "hooks": (st.none(), [["x"]]),
+}
+
+
+@st.composite
+def controls04(draw) -> dict:
+    """Each control absent, null, a value laya takes, or (now and then) one it refuses."""
+    controls = {}
+    for name, (valid, invalid) in CONTROLS04.items():
+        how = draw(st.integers(0, 24))
+        if how < 12:
+            continue
+        if how < 14:
+            controls[name] = None
+        elif how < 24 or not invalid:
+            controls[name] = draw(valid)
+        else:
+            controls[name] = draw(st.sampled_from(invalid))
+    return controls
+
+
+# choice labels 0.4 takes besides strings (numbers and booleans), and the ones it refuses (null, nested, twice)
+scalar_labels = st.one_of(option_keys, st.integers(-5, 50), st.floats(-10, 10, allow_nan=False), st.booleans())
+choice_lists04 = st.one_of(
+    st.lists(scalar_labels, min_size=1, max_size=8, unique_by=lambda x: (type(x) is str, x)),
+    st.lists(st.one_of(scalar_labels, st.none(), st.lists(texts, max_size=1)), min_size=1, max_size=4),
+)
+questions04 = st.one_of(
+    _question("choice", choice_lists04),
+    # past 0.4's counts: 100 options of a choice, 32 levels of a score (a 413)
+    st.builds(
+        lambda n: {"type": "choice", "instructions": "pick", "criteria": [f"o{i}" for i in range(n)]},
+        st.integers(101, 110),
+    ),
+    st.builds(
+        lambda n: {"type": "score", "instructions": "rate", "criteria": [f"l{i}" for i in range(n)]},
+        st.integers(33, 40),
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("score"),
+            "instructions": texts,
+            "criteria": st.lists(st.one_of(texts, st.none()), min_size=1, max_size=4),
+        }
+    ),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["noul", "choice"]), "instructions": st.sampled_from(["", "  ", [], {}, None, 0])},
+        optional={"criteria": st.just(["a", "b"])},
+    ),
+)
+
+
+def _n_options(question: dict) -> int:
+    criteria = question.get("criteria")
+    if question.get("type") == "noul":
+        return 2
+    return len(criteria) if isinstance(criteria, dict | list) else 0
+
+
+@st.composite
+def ordered(draw, question: dict) -> dict:
+    """`question`, now and then with an option_order: a permutation of its options, or something else."""
+    how = draw(st.integers(0, 9))
+    if how < 5 or not isinstance(question, dict):
+        return question
+    n = _n_options(question)
+    if how < 9:
+        order = draw(st.permutations(list(range(n))))
+    else:
+        order = draw(st.sampled_from([[0], list(range(n + 1)), [0] * n, [True] * n, None, "01", [1.0] * n]))
+    return {**question, "option_order": order}
+
+
+def _taken_by_04(question: dict) -> bool:
+    """Whether laya 0.4 takes a question `valid_questions` drew: it refuses blank instructions and null levels."""
+    instructions = question["instructions"]
+    if instructions is None or instructions in ("", [], {}) or str(instructions).isspace():
+        return False
+    return not (question["type"] == "score" and None in question["criteria"])
+
+
+question_ids04 = st.one_of(
+    st.sampled_from(["b", "a", "10", "2", "q1", "日本", MASK]), st.text(min_size=1, max_size=8).filter(str.strip)
+)
+
+
+@st.composite
+def requests04(draw, max_questions: int = 4) -> dict:
+    """A protocol 0.4 body: questions as `requests` draws them, now and then with 0.4's own shapes and an option
+    order; its model mostly one these checkpoints serve (laya 0.4 would otherwise choose a checkpoint by the
+    text's language); the request controls; and, rarely, no state or another kind of one."""
+    ids = draw(
+        st.lists(
+            st.integers(0, 29).flatmap(lambda how: question_ids04 if how else question_ids),
+            max_size=max_questions,
+            unique=True,
+        )
+    )
+    taken = valid_questions.filter(_taken_by_04)
+    kinds = st.integers(0, 19).flatmap(
+        lambda how: taken if how < 17 else st.one_of(questions04, valid_questions, invalid_questions)
+    )
+    questions = {qid: draw(kinds.flatmap(ordered)) for qid in ids}
+    how = draw(st.integers(0, 59))
+    state = draw(states) if how < 56 else [None, 7, True, None][how - 56]
+    model = draw(
+        st.integers(0, 19).map(lambda i: ["english", "en", "Default ", "org/repo", "./weights"][max(0, i - 15)])
+    )
+    payload = {"model": model, "state": state, "questions": questions, **draw(controls04())}
+    if how == 59:
+        del payload["state"]
+    return payload

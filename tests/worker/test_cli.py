@@ -48,11 +48,12 @@ def oracle(tiny_checkpoint):
         return laya.Agent(str(tiny_checkpoint), device="cpu")
 
 
-def run_lines(checkpoint, lines: list[str | bytes]) -> tuple[list[dict], subprocess.CompletedProcess]:
+def run_lines(checkpoint, lines: list[str | bytes], *more: str) -> tuple[list[dict], subprocess.CompletedProcess]:
     """Feed `lines` to `laya-run CHECKPOINT` and parse every line it prints (which must be UTF-8 JSON)."""
     assert LAYA_RUN.is_file(), f"{LAYA_RUN} is not installed (pip install -e .)"
     data = b"".join((line if isinstance(line, bytes) else line.encode()) + b"\n" for line in lines)
-    proc = subprocess.run([str(LAYA_RUN), str(checkpoint), *ARGS], input=data, capture_output=True, timeout=300)
+    command = [str(LAYA_RUN), str(checkpoint), *ARGS, *more]
+    proc = subprocess.run(command, input=data, capture_output=True, timeout=300)
     out = proc.stdout.decode("utf-8")  # strict: a response that is not UTF-8 is not JSON text
     return [json.loads(line) for line in out.splitlines()], proc
 
@@ -64,6 +65,15 @@ def test_answers_equal_the_reference(tiny_checkpoint, oracle):
     for request, response in zip(REQUESTS, responses, strict=True):
         want = oracle.predict(request["state"], request["questions"])
         assert json.dumps(response) == json.dumps(want)
+
+
+def test_protocol_0_4_answers_in_its_shape_and_0_3_20_ignores_its_fields(tiny_checkpoint):
+    request = {**REQUESTS[1], "model": "english", "min_confidence": 0.5, "max_len": 64}
+    (v04,), proc = run_lines(tiny_checkpoint, [json.dumps(request)], "--protocol", "0.4")
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    assert v04["usage"]["truncated"] and {a["abstention_threshold"] for a in v04["answers"].values()} == {0.5}
+    (v03, plain), _ = run_lines(tiny_checkpoint, [json.dumps(request), json.dumps(REQUESTS[1])])
+    assert v03 == plain and "abstention" not in json.dumps(v03)
 
 
 def test_errors_are_answered_and_the_process_goes_on(tiny_checkpoint, oracle):

@@ -10,9 +10,9 @@ import itertools
 import numpy as np
 import pytest
 from emulated_kernels import EmulatedKernels
-from executor_requests import CHOICE, NOUL, REQUESTS
+from executor_requests import CHOICE, NOUL, REQUESTS, REQUESTS04
 
-from laya_common.contract import ExecutorError
+from laya_common.contract import V04, ExecutorError
 from laya_common.model import GLOBAL, ModelConfig
 from laya_common.rope import rope_tables
 from worker.engine.batch import Admits, Batch
@@ -73,6 +73,16 @@ def test_answers_as_the_fp32_reference_within_bf16(tiny_checkpoint, reference_an
         assert got["answers"].keys() == want["answers"].keys()
         assert got["usage"] == want["usage"]
         assert [a["type"] for a in got["answers"].values()] == [a["type"] for a in want["answers"].values()]
+        diff = np.abs(np.subtract(probabilities(got), probabilities(want))).max()
+        assert diff <= MAX_PROBABILITY_DIFFERENCE, f"max |dp| {diff:.4f} for {request['questions'].keys()}"
+
+
+def test_protocol_0_4_answers_as_the_fp32_reference_within_bf16(tiny_checkpoint, engine):
+    """Its controls and option orders change the rows (shorter budgets, options in another order), not the chain."""
+    cuda = emulated_engine(tiny_checkpoint)
+    for request in REQUESTS04:
+        got, want = cuda.decide(request, V04), engine.decide(request, V04)
+        assert got["usage"] == want["usage"] and got["answers"].keys() == want["answers"].keys()
         diff = np.abs(np.subtract(probabilities(got), probabilities(want))).max()
         assert diff <= MAX_PROBABILITY_DIFFERENCE, f"max |dp| {diff:.4f} for {request['questions'].keys()}"
 
@@ -284,9 +294,9 @@ def test_windows_answer_in_order_and_the_next_window_is_prepared_while_passes_ru
         events.append("launch")
         return launch(batch)
 
-    def preparing(payload):
+    def preparing(payload, protocol):
         events.append(f"prepare {payloads.index(payload)}")
-        return prepare(payload)
+        return prepare(payload, protocol)
 
     monkeypatch.setattr(engine.executor, "launch", launching)
     monkeypatch.setattr(engine, "prepare", preparing)

@@ -12,7 +12,16 @@ import sys
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from laya_common.contract import ExecutorError, RequestError, canonical_model, error_body, read_json, wire_json
+from laya_common.contract import (
+    PROTOCOLS,
+    ExecutorError,
+    RequestError,
+    canonical_model,
+    error_body,
+    parse_protocol,
+    read_json,
+    wire_json,
+)
 from laya_common.version import add_version_flag
 
 
@@ -37,6 +46,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the Laya model the checkpoint is; a request naming another Laya model gets 422, one naming "
         "this model, an alias of it, no model or a non-Laya id is answered (default: english)",
     )
+    p.add_argument(
+        "--protocol",
+        default=PROTOCOLS[0],
+        type=_protocol,
+        help=f"the laya release whose /v1/systemone each line speaks: {' or '.join(PROTOCOLS)} (0.3 or 0.4 is "
+        f"enough; default {PROTOCOLS[0]}); under 0.4.15 a line may hold 0.4's controls and is answered in its shape",
+    )
     p.add_argument("--eager", action="store_true", help="cuda executor: launch kernels without CUDA graphs")
     p.add_argument(
         "--original-rope",
@@ -60,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"laya-run: {e}", file=sys.stderr)
         return 2
     print(f"laya-run: {engine.startup_line()}", file=sys.stderr)
-    return serve_lines(engine, sys.stdin.buffer, sys.stdout)
+    return serve_lines(engine, sys.stdin.buffer, sys.stdout, args.protocol)
 
 
 def _model(name: str) -> str:
@@ -70,14 +86,21 @@ def _model(name: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def serve_lines(engine, lines: BinaryIO, out: TextIO) -> int:
-    """Answer each non-blank line of `lines` (UTF-8 bytes) with one line on `out`."""
+def _protocol(value: str) -> str:
+    try:
+        return parse_protocol(value, "--protocol")
+    except RequestError as e:
+        raise argparse.ArgumentTypeError(e.detail) from None
+
+
+def serve_lines(engine, lines: BinaryIO, out: TextIO, protocol: str = PROTOCOLS[0]) -> int:
+    """Answer each non-blank line of `lines` (UTF-8 bytes) in `protocol` with one line on `out`."""
     for raw in lines:
         if not raw.strip():
             continue
         try:
             payload = parse_line(raw)
-            result = engine.decide(payload)
+            result = engine.decide(payload, protocol)
         except RequestError as e:
             result = e.to_dict()
         except ExecutorError as e:

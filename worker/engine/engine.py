@@ -10,8 +10,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from laya_common import protocol04
 from laya_common.checkpoint import check_checkpoint
-from laya_common.contract import LIMITS, ExecutorError, RequestError
+from laya_common.contract import LIMITS, V03, V04, ExecutorError, RequestError
 from laya_common.model import ModelConfig
 from laya_common.version import version_info
 from worker.engine.batch import Batch, Executor, Outputs, Pending
@@ -24,6 +25,7 @@ from worker.engine.sequences import (
     build_row,
     encode_state,
     encode_texts,
+    encode_whole_state,
     is_conversation,
     parse_payload,
     parse_questions,
@@ -99,21 +101,34 @@ class Engine:
             "versions": {**version_info(), "torch": metadata.version("torch")},
         }
 
-    def decide(self, payload: dict) -> dict:
-        """The /v1/systemone response for `payload`; RequestError for what cannot be answered."""
-        prepared = self.prepare(payload)
+    def decide(self, payload: dict, protocol: str = V03) -> dict:
+        """The /v1/systemone response for `payload` in `protocol`; RequestError for what cannot be answered."""
+        prepared = self.prepare(payload, protocol)
         pending = self._launch(prepared.rows)
         if pending is None:
             return _response({}, 0)
         outputs = self._outputs(pending)
         return self._answer(prepared, outputs.logits, outputs.act_probs)
 
-    def decide_many(self, payloads: list[dict]) -> list[dict]:
+    def decide_states(self, body: dict, protocol: str = V04) -> dict:
+        """POST /v1/systemone/batch: the body's questions (and controls) asked of each of its states, rows sharing
+        passes; {"results": each state's response, "total_usage"}. RequestError for the first state that cannot
+        be answered: the call answers that, as laya-serve 0.4.15 does."""
+        common = {k: v for k, v in body.items() if k != "states"}
+        results = self.decide_many([{**common, "state": state} for state in body["states"]], protocol)
+        for result in results:
+            if "answers" not in result:
+                raise RequestError(result["detail"], kind=result["error"], field=result.get("field"))
+        total = {key: sum(r["usage"][key] for r in results) for key in ("input_tokens", "output_tokens")}
+        return {"results": results, "total_usage": total}
+
+    def decide_many(self, payloads: list[dict], protocol: str = V03) -> list[dict]:
         """Each payload's response or error body, in order; rows of several payloads share forward passes."""
-        return [result for _, results in self._decide_windows(payloads, [(0, len(payloads))]) for result in results]
+        windows = self._decide_windows(payloads, [(0, len(payloads))], protocol=protocol)
+        return [result for _, results in windows for result in results]
 
     def decide_in_windows(
-        self, payloads: Sequence[dict], window: int, *, let_pass: LetPass | None = None
+        self, payloads: Sequence[dict], window: int, *, let_pass: LetPass | None = None, protocol: str = V03
     ) -> Iterator[tuple[int, list[dict]]]:
         """(start, the responses or error bodies of the window's payloads) for each window in turn: at most
         `window` payloads, the first windows shorter (`_window_bounds`).
@@ -128,10 +143,14 @@ class Engine:
         Before each pass, `let_pass.wanted()` may ask for the executor: the passes in flight are then read, and
         `let_pass.run()` runs other requests (each its own passes) before this one goes on.
         """
-        return self._decide_windows(payloads, _window_bounds(len(payloads), max(1, window)), let_pass)
+        return self._decide_windows(payloads, _window_bounds(len(payloads), max(1, window)), let_pass, protocol)
 
     def _decide_windows(
-        self, payloads: Sequence[dict], bounds: list[tuple[int, int]], let_pass: LetPass | None = None
+        self,
+        payloads: Sequence[dict],
+        bounds: list[tuple[int, int]],
+        let_pass: LetPass | None = None,
+        protocol: str = V03,
     ) -> Iterator[tuple[int, list[dict]]]:
         # As many passes as the executor holds stay launched while the host works: the oldest is read only when
         # the next pass needs its place, so the GPU still has a pass queued while the host decodes, prepares
@@ -141,7 +160,7 @@ class Engine:
         if not bounds or bounds[0][0] == bounds[0][1]:
             return
         depth = max(1, self.executor.passes_in_flight)
-        upcoming = self._prepare_window(payloads, range(*bounds[0]))
+        upcoming = self._prepare_window(payloads, range(*bounds[0]), protocol)
         in_flight: deque[tuple[list[RowRef], Pending, _Window]] = deque()
         unread: deque[_Window] = deque()  # windows with passes not yet read, in input order
         try:
@@ -163,7 +182,7 @@ class Engine:
                         in_flight.append((passes[g], self._launch([p.rows[j] for _, p, j in passes[g]]), current))
                     while unread and unread[0].unread == 0:
                         yield unread.popleft().answers()
-                    self._prepare_window(payloads, piece, into=upcoming)
+                    self._prepare_window(payloads, piece, protocol, into=upcoming)
             while in_flight:
                 self._finish(*in_flight.popleft())
             while unread:
@@ -172,11 +191,13 @@ class Engine:
             for _, pending, _ in in_flight:
                 _drain(pending)
 
-    def _prepare_window(self, payloads: Sequence[dict], indices: range, into: _Window | None = None) -> _Window:
+    def _prepare_window(
+        self, payloads: Sequence[dict], indices: range, protocol: str, into: _Window | None = None
+    ) -> _Window:
         into = _Window() if into is None else into
         for i in indices:
             try:
-                into.prepared.append((i, self.prepare(payloads[i])))
+                into.prepared.append((i, self.prepare(payloads[i], protocol)))
             except RequestError as e:
                 into.results[i] = e.to_dict()
         return into
@@ -214,15 +235,19 @@ class Engine:
                 del window.rows_read[i]
         window.unread -= 1
 
-    def prepare(self, payload: dict) -> Prepared:
+    def prepare(self, payload: dict, protocol: str = V03) -> Prepared:
         """Validate a payload and build its rows: as much of the state as a row can hold in one tokenizer call,
-        every question's texts in another (or from the tokenizer's cache of recent texts)."""
-        state, raw_questions = parse_payload(payload, self.model_name)
-        questions = parse_questions(raw_questions)
+        every question's texts in another (or from the tokenizer's cache of recent texts). Under protocol 0.4 its
+        controls first, and the whole state is tokenized: the answer says how much of it a row kept."""
+        strict = protocol == V04
+        state, raw_questions = parse_payload(payload, self.model_name, strict=strict)
+        controls = self._controls(payload) if strict else protocol04.NO_CONTROLS
+        questions = parse_questions(raw_questions, strict=strict)
         if not questions:
-            return Prepared([], [])
+            return Prepared([], [], protocol, controls)
         tok, cfg = self.tokenizer, self.config
-        state_ids = encode_state(tok, state, cfg.max_len)
+        max_len, head_max_len = controls.max_len or cfg.max_len, controls.head_max_len or cfg.head_max_len
+        state_ids = encode_whole_state(tok, state) if strict else encode_state(tok, state, max_len)
         per_question = [row_texts(tok, q) for q in questions]
         encoded, at, rows = encode_texts(tok, [t for texts in per_question for t in texts], cached=True), 0, []
         for question, texts in zip(questions, per_question, strict=True):
@@ -233,12 +258,21 @@ class Engine:
                     encoded[at : at + len(texts)],
                     state_ids,
                     truncate_left=is_conversation(state),
-                    max_len=cfg.max_len,
-                    head_max_len=cfg.head_max_len,
+                    max_len=max_len,
+                    head_max_len=head_max_len,
                 )
             )
             at += len(texts)
-        return Prepared(questions, rows)
+        return Prepared(questions, rows, protocol, controls, len(state_ids))
+
+    def _controls(self, payload: dict) -> protocol04.Controls:
+        """Protocol 0.4's controls of `payload`, its token budgets bounded by what this engine admits."""
+        limit = self.executor.admits.max_tokens
+        note = (
+            f"model {self.model_name!r} takes here: {limit} tokens a row (its checkpoint's max_len is "
+            f"{self.config.max_len}; the {self.executor.name} executor admits {limit})"
+        )
+        return protocol04.parse_controls(payload, max_tokens=limit, limit_note=note)
 
     def warmup(self, *, every_bucket: bool = False) -> None:
         """Prepare the executor's common shapes (or every shape it has), then answer a real request at the
@@ -268,8 +302,19 @@ class Engine:
 
     def _answer(self, p: Prepared, logits, act_probs) -> dict:
         """The response to a prepared request from each of its rows' outputs (rows of logits and act_probs)."""
-        answers = decode_answers(self.config, p.questions, [len(r.markers) for r in p.rows], logits, act_probs)
-        return _response(answers, sum(len(r.ids) for r in p.rows))
+        answers = decode_answers(
+            self.config,
+            p.questions,
+            [len(r.markers) for r in p.rows],
+            logits,
+            act_probs,
+            protocol=p.protocol,
+            min_confidence=p.controls.min_confidence,
+        )
+        response = _response(answers, sum(len(r.ids) for r in p.rows))
+        if p.protocol == V04:
+            response["usage"].update(_state_usage(p))
+        return response
 
     def _failed(self, error: Exception) -> ExecutorError:
         return ExecutorError(f"{self.executor.name} executor failed: {type(error).__name__}: {error}")
@@ -336,12 +381,41 @@ def _tokens(refs: list[RowRef]) -> int:
 
 
 class Prepared:
-    """A validated request: its questions and one row per question."""
+    """A validated request: its questions, one row per question, the protocol it is answered in, its controls
+    and how many tokens its whole state has (protocol 0.4; 0 otherwise)."""
 
-    __slots__ = ("questions", "rows")
+    __slots__ = ("questions", "rows", "protocol", "controls", "state_tokens")
 
-    def __init__(self, questions: list[Question], rows: list[Row]) -> None:
-        self.questions, self.rows = questions, rows
+    def __init__(
+        self,
+        questions: list[Question],
+        rows: list[Row],
+        protocol: str = V03,
+        controls: protocol04.Controls = protocol04.NO_CONTROLS,
+        state_tokens: int = 0,
+    ) -> None:
+        self.questions, self.rows, self.protocol = questions, rows, protocol
+        self.controls, self.state_tokens = controls, state_tokens
+
+
+def _state_usage(p: Prepared) -> dict:
+    """What protocol 0.4 adds to `usage`: the state's tokens, the most a row dropped of them and the questions
+    whose rows dropped some; and the questions whose options lost their own token spans to the head budget."""
+    dropped = [p.state_tokens - row.state_kept for row in p.rows]
+    usage = {
+        "state_tokens": p.state_tokens,
+        "state_tokens_dropped": max(dropped),
+        "truncated": max(dropped) > 0,
+        "truncated_questions": [q.qid for q, d in zip(p.questions, dropped, strict=True) if d > 0],
+    }
+    collapsed = {
+        q.qid: {"total": len(row.markers), "distinct": row.distinct_options, "tokens_per_option": row.option_cap}
+        for q, row in zip(p.questions, p.rows, strict=True)
+        if row.distinct_options < len(row.markers)
+    }
+    if collapsed:
+        usage["options"] = collapsed
+    return usage
 
 
 RowRef = tuple[int, Prepared, int]  # a row of a window's pass: (payload index, its prepared request, row index)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from laya_common import protocol04
 from laya_common.contract import LIMITS, RequestError, resolve_model
 from laya_common.model import QTYPES
 from worker.engine.tokenizer import Tokenizer, UnencodableText
@@ -29,12 +30,15 @@ class Question:
     instructions: str
     criteria: dict | list | None  # choice: dict label -> description; score: list; noul: dict or None
     labels: tuple[str, str]  # noul: (false label, true label)
+    # protocol 0.4: slot s of the row shows option option_order[s] (None: options in their own order)
+    option_order: tuple[int, ...] | None = None
 
     @property
     def options(self) -> list[str]:
-        """Option texts in label order; a noul's order is always (false, true)."""
+        """Option texts in label order; a noul's order is always (false, true). A choice label that is a
+        number or a boolean (protocol 0.4) reads as Python writes it."""
         if self.type == "choice":
-            return [k if v is None or v == "" else f"{k}: {render_criterion(v)}" for k, v in self.criteria.items()]
+            return [str(k) if v is None or v == "" else f"{k}: {render_criterion(v)}" for k, v in self.criteria.items()]
         if self.type == "score":
             return [f"level {i}: {render_criterion(c)}" for i, c in enumerate(self.criteria)]
         crit = self.criteria or {}
@@ -45,14 +49,24 @@ class Question:
             texts.append(f"{label}: {text}")
         return texts
 
+    @property
+    def slots(self) -> list[str]:
+        """Option texts in the order the row shows them."""
+        options = self.options
+        return options if self.option_order is None else [options[i] for i in self.option_order]
+
 
 @dataclass(frozen=True)
 class Row:
-    """One question's token sequence and where its options' markers are."""
+    """One question's token sequence and where its options' markers are; what it kept of the state and of its
+    options (protocol 0.4 reports both in `usage`)."""
 
     ids: list[int]
     markers: list[int]
     qtype: int  # the question's type as the model takes it: the row of its type embedding
+    state_kept: int = 0  # state tokens in the row
+    distinct_options: int = 0  # options whose token spans differ once cut to the head budget
+    option_cap: int | None = None  # tokens each option was cut to when the head budget was short, else None
 
 
 def render_criterion(value: object) -> str:
@@ -66,11 +80,14 @@ def serialize_state(state: object) -> str:
     return state if isinstance(state, str) else json.dumps(state, ensure_ascii=False)
 
 
-def parse_payload(payload: object, model_name: str) -> tuple[object, dict]:
+def parse_payload(payload: object, model_name: str, *, strict: bool = False) -> tuple[object, dict]:
     """The state and the questions dict of a /v1/systemone body for the model `model_name`, or RequestError
-    naming the field (a `model` naming another Laya model among them)."""
+    naming the field (a `model` naming another Laya model among them). `strict`: protocol 0.4's request rules
+    (laya_common.protocol04) first."""
     if not isinstance(payload, dict):
         raise RequestError("the request must be a JSON object with 'state' and 'questions'")
+    if strict:
+        protocol04.check_request(payload)
     resolve_model(payload.get("model"), served=(model_name,))
     if "state" not in payload:
         raise RequestError("'state' is required: a text, a JSON value or a list of conversation turns", field="state")
@@ -84,9 +101,10 @@ def parse_payload(payload: object, model_name: str) -> tuple[object, dict]:
     return payload["state"], questions
 
 
-def parse_questions(questions: dict) -> list[Question]:
-    """Validate every question (in order) and count markers against the limit."""
-    parsed = [parse_question(str(qid), qdef) for qid, qdef in questions.items()]
+def parse_questions(questions: dict, *, strict: bool = False) -> list[Question]:
+    """Validate every question (in order; `strict`: with protocol 0.4's rules) and count markers against the
+    limit."""
+    parsed = [parse_question(str(qid), qdef, strict=strict) for qid, qdef in questions.items()]
     n_markers = sum(len(q.options) for q in parsed)
     if n_markers > LIMITS["max_markers"]:
         raise RequestError(
@@ -95,8 +113,10 @@ def parse_questions(questions: dict) -> list[Question]:
     return parsed
 
 
-def parse_question(qid: str, qdef: object) -> Question:
+def parse_question(qid: str, qdef: object, *, strict: bool = False) -> Question:
     field = f"questions.{qid}"
+    if strict and not qid.strip():
+        raise RequestError("a question id must hold more than spaces", field=field)
     if not isinstance(qdef, dict):
         raise RequestError(f"question {qid!r} must be an object, not {type(qdef).__name__}", field=field)
     type_name = qdef.get("type")
@@ -107,13 +127,61 @@ def parse_question(qid: str, qdef: object) -> Question:
     if "instructions" not in qdef:
         raise RequestError(f"question {qid!r} has no 'instructions'", field=field + ".instructions")
     instructions = qdef["instructions"]
+    if strict and (instructions is None or instructions in ("", [], {}) or str(instructions).isspace()):
+        raise RequestError(
+            f"question {qid!r}: 'instructions' is empty; say what to answer", field=field + ".instructions"
+        )
     if not isinstance(instructions, str):
         instructions = json.dumps(instructions, ensure_ascii=False)
-    criteria = _parse_criteria(qid, type_name, qdef.get("criteria"), field + ".criteria")
+    parse = _parse_criteria_strictly if strict else _parse_criteria
+    criteria = parse(qid, type_name, qdef.get("criteria"), field + ".criteria")
     if "labels" in qdef and type_name != "noul":
         raise RequestError(f"question {qid!r}: 'labels' applies to noul questions only", field=field + ".labels")
     labels = _parse_labels(qid, qdef.get("labels"), field + ".labels")
-    return Question(qid, type_name, instructions, criteria, labels)
+    order = None
+    if strict and "option_order" in qdef:
+        n_options = len(criteria) if type_name != "noul" else 2
+        order = _parse_option_order(qid, qdef["option_order"], n_options, field + ".option_order")
+    return Question(qid, type_name, instructions, criteria, labels, order)
+
+
+def _parse_option_order(qid: str, order: object, n_options: int, field: str) -> tuple[int, ...]:
+    """A permutation of the question's option indices (a null one too is refused, as laya 0.4 refuses it)."""
+    if not (
+        isinstance(order, list)
+        and all(isinstance(i, int) and not isinstance(i, bool) for i in order)
+        and sorted(order) == list(range(n_options))
+    ):
+        raise RequestError(
+            f"question {qid!r}: 'option_order' must list each of its {n_options} option indices (0 to "
+            f"{n_options - 1}) once, in the order the options are shown; got {order!r}",
+            field=field,
+        )
+    return tuple(order)
+
+
+def _parse_criteria_strictly(qid: str, type_name: str, crit: object, field: str) -> dict | list | None:
+    """Protocol 0.4's criteria: a choice list may hold numbers and booleans too, but no null, no list or object
+    and no label twice (1, 1.0 and true are one label)."""
+    if type_name == "choice" and isinstance(crit, list):
+        seen: dict = {}
+        for i, label in enumerate(crit):
+            if label is None or isinstance(label, dict | list):
+                what = "null" if label is None else f"a{'n object' if isinstance(label, dict) else ' list'}"
+                raise RequestError(
+                    f"question {qid!r}: label {i} is {what}; a label names its option and its answer, so it must be "
+                    "a string, a number or a boolean",
+                    field=field,
+                )
+            if label in seen:
+                raise RequestError(
+                    f"question {qid!r}: label {i} ({label!r}) is label {seen[label]} again; every option needs its "
+                    "own label",
+                    field=field,
+                )
+            seen[label] = i
+        crit = dict.fromkeys(crit)
+    return _parse_criteria(qid, type_name, crit, field)
 
 
 def _parse_criteria(qid: str, type_name: str, crit: object, field: str) -> dict | list | None:
@@ -173,7 +241,7 @@ def row_texts(tok: Tokenizer, question: Question) -> list[tuple[str, str]]:
     """(text, field) pairs to tokenize for one question's row: its head, then each option's text."""
     field = f"questions.{question.qid}"
     head = (f"{question.type} question: {tok.scrub(question.instructions)}", field + ".instructions")
-    return [head] + [(" " + tok.scrub(text), field + ".criteria") for text in question.options]
+    return [head] + [(" " + tok.scrub(text), field + ".criteria") for text in question.slots]
 
 
 def encode_state(tok: Tokenizer, state: object, need: int) -> list[int]:
@@ -181,6 +249,14 @@ def encode_state(tok: Tokenizer, state: object, need: int) -> list[int]:
     state's; RequestError naming the state when it cannot be tokenized."""
     try:
         return tok.encode_state(tok.scrub(serialize_state(state)), need, from_end=is_conversation(state))
+    except UnencodableText as e:
+        raise RequestError(str(e), field="state") from None
+
+
+def encode_whole_state(tok: Tokenizer, state: object) -> list[int]:
+    """Every id of the state (protocol 0.4 reports how many, and how many a row dropped)."""
+    try:
+        return tok.encode(tok.scrub(serialize_state(state)))
     except UnencodableText as e:
         raise RequestError(str(e), field="state") from None
 
@@ -220,6 +296,7 @@ def build_row(
     head_ids = encoded[0]
     option_ids = [[tok.mask_id] + ids[:OPTION_MAX_TOKENS] for ids in encoded[1:]]
     option_budget = head_max_len - sum(len(o) for o in option_ids)
+    share = None
     if option_budget < OPTION_MIN_BUDGET:
         share = max(4, (head_max_len - OPTION_MIN_BUDGET) // max(1, len(option_ids)))
         option_ids = [o[:share] for o in option_ids]
@@ -236,8 +313,9 @@ def build_row(
     markers = [m for m in markers if m < max_len]
     if len(markers) != len(option_ids):
         raise RequestError(
-            f"question {question.qid!r}: its {len(option_ids)} options do not fit in the "
-            f"{head_max_len}-token head budget",
+            f"question {question.qid!r}: only {len(markers)} of its {len(option_ids)} options fit in a row of "
+            f"{max_len} tokens with {head_max_len} for the question; fewer or shorter options fit",
             field=f"questions.{question.qid}.criteria",
         )
-    return Row(ids, markers, QTYPES[question.type])
+    distinct = len({tuple(o) for o in option_ids})
+    return Row(ids, markers, QTYPES[question.type], len(state_part), distinct, share)
