@@ -14,7 +14,7 @@ from laya_common import contract
 
 
 def create_app(test_config: dict | None = None) -> Flask:
-    from app import auth, config, dispatch, errors, metrics, tracing
+    from app import auth, config, dispatch, errors, metrics, protocol, tracing
     from app.batches import bp as batches_bp
     from app.health import bp as health_bp
     from app.info import bp as info_bp
@@ -32,6 +32,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.config["SERVED_MODELS"] = served_models(app.config)
 
     errors.init_app(app)
+    protocol.init_app(app)
     dispatch.init_app(app, celery_init_app(app))
     tracing.init_app(app)  # first before_request hook: its stamp is the earliest
     metrics.init_app(app, app.extensions["laya"])  # its clock starts before auth, so 401s are timed too

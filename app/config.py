@@ -32,6 +32,12 @@ SETTINGS = {
         "english",
         "comma-separated Laya models served, the default first; each has the queue laya.<model>",
     ),
+    "PROTOCOL": Setting(
+        "LAYA_PROTOCOL",
+        contract.PROTOCOLS[0],
+        f"laya release whose /v1/systemone a request without an x-laya-protocol header speaks "
+        f"({', '.join(contract.PROTOCOLS)})",
+    ),
     "SYNC_TIMEOUT_S": Setting(
         "LAYA_SYNC_TIMEOUT_S", 30.0, "how long POST /v1/systemone waits before answering 504 with the job id"
     ),

@@ -76,6 +76,10 @@ def init_app(app: Flask) -> None:
             headers["Retry-After"] = str(e.extra["retry_after"])
         return jsonify(e.to_dict()), e.status, headers
 
+    @app.errorhandler(contract.RequestError)
+    def _request_error(e: contract.RequestError):
+        return _api_error(ApiError(e.kind, e.detail, field=e.field))
+
     @app.errorhandler(ValidationError)
     def _validation(e: ValidationError):
         field, message = first_error(e.messages)

@@ -7,6 +7,7 @@ from marshmallow import Schema, fields, missing, validate
 
 from app import schemas
 from app.errors import ERROR_STATUS
+from laya_common import contract
 from laya_common.version import version_info
 
 bp = Blueprint("openapi", __name__)
@@ -14,6 +15,8 @@ bp = Blueprint("openapi", __name__)
 COMPONENTS = (
     schemas.QuestionSchema,
     schemas.RequestSchema,
+    schemas.Request04Schema,
+    schemas.StatesSchema,
     schemas.BatchSchema,
     schemas.ResponseSchema,
     schemas.ErrorSchema,
@@ -84,7 +87,27 @@ def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) ->
 
     def resolved(response: dict) -> dict:
         header = {"description": "the served model that answers (see Request.model)", "schema": {"type": "string"}}
-        return {**response, "headers": {"x-laya-model": header}}
+        return {**response, "headers": {"x-laya-model": header, contract.PROTOCOL_HEADER: protocol_header}}
+
+    protocol_header = {
+        "description": f"the laya release whose protocol the answer is given in: {' or '.join(contract.PROTOCOLS)}",
+        "schema": {"type": "string", "enum": list(contract.PROTOCOLS)},
+    }
+    protocol_param = [
+        {
+            "name": contract.PROTOCOL_HEADER,
+            "in": "header",
+            "description": f"the laya release whose /v1/systemone this request speaks (0.3 or 0.4 is enough); "
+            f"without it, the server's default (LAYA_PROTOCOL, {contract.PROTOCOLS[0]} unless set). Under 0.3.20 the "
+            f"body is Request and fields 0.3.20 does not know are ignored; under 0.4.15 it is Request04, answers "
+            f"carry 0.4.15's fields (x_jev_confidence, usage.state_tokens, ...) and refusals its statuses",
+            "schema": {"type": "string"},
+        }
+    ]
+    both = {
+        "required": True,
+        "content": {"application/json": {"schema": {"oneOf": [{"$ref": ref("Request")}, {"$ref": ref("Request04")}]}}},
+    }
 
     def errors(*statuses: int) -> dict:
         kinds: dict[int, list[str]] = {}
@@ -128,9 +151,22 @@ def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) ->
             "/v1/systemone": {
                 "post": {
                     "summary": "Answer one request, waiting for it",
-                    "requestBody": body("Request"),
+                    "parameters": protocol_param,
+                    "requestBody": both,
                     "responses": {
                         "200": resolved(answer("Response", "the answers, in order")),
+                        **submit_errors,
+                        **errors(504),
+                    },
+                }
+            },
+            "/v1/systemone/batch": {
+                "post": {
+                    "summary": "Protocol 0.4.15 only: the same questions of up to 64 states, waiting for all; "
+                    '{"results": each state\'s Response, "total_usage"}',
+                    "requestBody": body("States"),
+                    "responses": {
+                        "200": resolved({"description": "results, in the order of the states"}),
                         **submit_errors,
                         **errors(504),
                     },
@@ -139,7 +175,8 @@ def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) ->
             "/v1/jobs": {
                 "post": {
                     "summary": "Submit one request; poll its Location",
-                    "requestBody": body("Request"),
+                    "parameters": protocol_param,
+                    "requestBody": both,
                     "responses": {"202": resolved(answer("Submitted", "queued")), **submit_errors},
                 }
             },
@@ -158,6 +195,7 @@ def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) ->
             "/v1/batches": {
                 "post": {
                     "summary": "Submit many states (or JSON lines of requests) for scoring",
+                    "parameters": protocol_param,
                     "requestBody": {
                         "required": True,
                         "content": {
@@ -211,8 +249,6 @@ def _name(schema: type[Schema]) -> str:
 
 @bp.get("/openapi.json")
 def openapi():
-    from laya_common import contract
-
     return jsonify(
         document(
             {

@@ -7,14 +7,17 @@ from marshmallow import ValidationError
 
 from app.errors import ApiError, first_error
 from app.models import resolved_model
-from app.schemas import BatchSchema, RequestSchema
-from laya_common import contract
+from app.protocol import request_protocol
+from app.schemas import BatchSchema, Request04Schema, RequestSchema, StatesSchema
+from laya_common import contract, protocol04
 
 JSON_TYPE = "application/json"
 JSON_LINES_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines")
 CHUNK_BYTES = 64 * 1024
 # Built once: building a marshmallow schema copies every field (about 0.2 ms a request here); loading is reentrant.
 REQUEST_SCHEMA = RequestSchema()
+REQUEST04_SCHEMA = Request04Schema()
+STATES_SCHEMA = StatesSchema()
 
 
 def read_body(limit: int) -> bytearray:
@@ -70,24 +73,57 @@ def parse_json(body: bytes | bytearray, where: str = "body") -> object:
 
 
 def request_payload() -> dict:
-    """The validated /v1/systemone body (also POST /v1/jobs), its `model` resolved to the served model."""
+    """The validated /v1/systemone body (also POST /v1/jobs), its `model` resolved to the served model; under
+    protocol 0.4.15 with its controls and the protocol, which the worker answers in."""
+    protocol = request_protocol()
     require_content_type(JSON_TYPE)
-    payload = REQUEST_SCHEMA.load(parse_json(read_body(current_app.config["MAX_BODY_BYTES"])))
+    body = parse_json(read_body(current_app.config["MAX_BODY_BYTES"]))
+    payload = REQUEST04_SCHEMA.load(checked04(body)) if protocol == contract.V04 else REQUEST_SCHEMA.load(body)
     payload["model"] = resolved_model(payload["model"])
-    return payload
+    return with_protocol(payload, protocol)
+
+
+def states_request() -> dict:
+    """The validated POST /v1/systemone/batch body (protocol 0.4.15's own route), its `model` resolved."""
+    require_content_type(JSON_TYPE)
+    body = parse_json(read_body(current_app.config["MAX_BODY_BYTES"]))
+    if not isinstance(body, dict) or "states" not in body or "questions" not in body:
+        raise ApiError("bad_request", "the body must be a JSON object with 'states' and 'questions'")
+    protocol04.check_states_request(body)
+    payload = STATES_SCHEMA.load(body)
+    payload["model"] = resolved_model(payload["model"])
+    return with_protocol(payload, contract.V04)
+
+
+def checked04(body: object) -> dict:
+    """`body` once protocol 0.4.15's request rules hold (laya_common.protocol04), with laya-serve's statuses."""
+    if not isinstance(body, dict) or "questions" not in body:
+        raise ApiError("bad_request", "the body must be a JSON object with 'state' and 'questions'")
+    protocol04.check_request(body)
+    return body
+
+
+def with_protocol(argument: dict, protocol: str) -> dict:
+    """A task's argument with the protocol its answer is given in (0.3.20's arguments stay as they were)."""
+    return argument if protocol == contract.V03 else {**argument, contract.PROTOCOL_KEY: protocol}
 
 
 def batch_request() -> tuple[dict, list]:
     """(task argument {"model", "total", "questions"?}, its items: the states, or the requests) of a POST
     /v1/batches body: JSON (shared questions over many states) or JSON lines (one request per line)."""
+    protocol = request_protocol()
     kind = require_content_type(JSON_TYPE, *JSON_LINES_TYPES)
     body = read_body(current_app.config["MAX_BATCH_BYTES"])
     max_states = current_app.config["MAX_BATCH_STATES"]
     if kind == JSON_TYPE:
-        batch = BatchSchema(max_states=max_states).load(parse_json(body))
+        parsed = parse_json(body)
+        batch = BatchSchema(max_states=max_states).load(parsed)
         argument = {"model": resolved_model(batch["model"]), "total": len(batch["states"])}
-        return {**argument, "questions": batch["questions"]}, batch["states"]
-    requests = _json_lines(body, max_states)
+        if protocol == contract.V04:  # the controls apply to every state
+            controls = {k: parsed[k] for k in protocol04.CONTROL_FIELDS if parsed.get(k) is not None}
+            argument = {**argument, "controls": controls}
+        return with_protocol({**argument, "questions": batch["questions"]}, protocol), batch["states"]
+    requests = _json_lines(body, max_states, protocol)
     model = requests[0]["model"]
     for number, payload in enumerate(requests, start=1):
         if payload["model"] != model:
@@ -96,10 +132,10 @@ def batch_request() -> tuple[dict, list]:
                 f"line {number}: model {payload['model']!r}; a batch serves one model (line 1: {model!r})",
                 field=f"lines.{number}.model",
             )
-    return {"model": model, "total": len(requests)}, requests
+    return with_protocol({"model": model, "total": len(requests)}, protocol), requests
 
 
-def _json_lines(body: bytes, max_states: int) -> list[dict]:
+def _json_lines(body: bytes, max_states: int, protocol: str) -> list[dict]:
     """Each non-empty line validated as a /v1/systemone body; errors name the line (counting from 1)."""
     lines = [(number, line) for number, line in enumerate(body.splitlines(), start=1) if line.strip()]
     if not lines:
@@ -109,7 +145,13 @@ def _json_lines(body: bytes, max_states: int) -> list[dict]:
     requests = []
     for number, line in lines:
         try:
-            payload = REQUEST_SCHEMA.load(parse_json(line, where=f"line {number}"))
+            parsed = parse_json(line, where=f"line {number}")
+            if protocol == contract.V04:
+                payload = REQUEST04_SCHEMA.load(checked04(parsed))
+            else:
+                payload = REQUEST_SCHEMA.load(parsed)
+        except contract.RequestError as e:
+            raise ApiError(e.kind, f"line {number}: {e.detail}", field=f"lines.{number}") from None
         except ValidationError as e:
             field, message = first_error(e.messages)
             raise ApiError(

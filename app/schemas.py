@@ -37,6 +37,12 @@ class QuestionSchema(Schema):
         },
     )
     labels = fields.Raw(metadata={"description": "noul only: the words for true and false"})
+    option_order = fields.Raw(
+        metadata={
+            "description": "protocol 0.4.15 only (0.3.20 ignores it): the order the options are shown in, a "
+            "permutation of their indices (a noul's: 0 false, 1 true); answers keep the criteria's order"
+        }
+    )
 
 
 def _questions_field() -> fields.Dict:
@@ -63,6 +69,53 @@ class RequestSchema(Schema):
     model = _model_field()
     state = fields.Raw(required=True, validate=_check_state, metadata={"description": "string, object or list"})
     questions = _questions_field()
+
+
+def _control(description: str) -> fields.Raw:
+    return fields.Raw(allow_none=True, metadata={"description": f"protocol 0.4.15 only: {description}"})
+
+
+CONTROLS04 = {
+    "max_len": _control("tokens a row may hold, at most the checkpoint's own max_len"),
+    "head_max_len": _control("tokens of a row the question (instructions and options) may take"),
+    "min_confidence": _control(
+        "a threshold in [0, 1], or a map from 'default' or '<type>:<2|3-5|6-10|11+>' to one: answers below it "
+        "say low_confidence, and every answer says abstention and abstention_threshold"
+    ),
+    "task": _control("checked, then ignored: laya's router reads it only when no model is named"),
+    "lang": _control("a language code, checked, then ignored (as task)"),
+    "lang_guess": _control("a language code, checked, then ignored (as task)"),
+}
+
+
+class Request04Schema(Schema):
+    """The /v1/systemone body under protocol 0.4.15, after laya_common.protocol04's request rules: the 0.3.20
+    fields, a state of any JSON kind, and the controls (checked by the worker against what it admits)."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    model = _model_field()
+    state = fields.Raw(required=True, metadata={"description": "any JSON value but null"})
+    questions = _questions_field()
+    max_len = CONTROLS04["max_len"]
+    head_max_len = CONTROLS04["head_max_len"]
+    min_confidence = CONTROLS04["min_confidence"]
+    task = CONTROLS04["task"]
+    lang = CONTROLS04["lang"]
+    lang_guess = CONTROLS04["lang_guess"]
+
+
+class StatesSchema(Request04Schema):
+    """POST /v1/systemone/batch (protocol 0.4.15): the same questions asked of up to 64 states, in one answer."""
+
+    class Meta:
+        unknown = EXCLUDE
+        exclude = ("state",)
+
+    states = fields.List(fields.Raw(), required=True, metadata={"description": "1 to 64 states, any JSON but null"})
+    batch_size = fields.Raw(allow_none=True, metadata={"description": "checked, then ignored: states a pass takes"})
+    sort_by_length = fields.Raw(allow_none=True, metadata={"description": "checked, then ignored"})
 
 
 class BatchSchema(Schema):
@@ -99,9 +152,23 @@ class PageSchema(WaitSchema):
     limit = fields.Integer(validate=validate.Range(min=1))
 
 
+def _since04(field: fields.Field, description: str) -> fields.Field:
+    field.metadata["description"] = f"protocol 0.4.15 only: {description}"
+    return field
+
+
 class UsageSchema(Schema):
     input_tokens = fields.Integer()
     output_tokens = fields.Integer()
+    state_tokens = _since04(fields.Integer(), "tokens of the whole state")
+    state_tokens_dropped = _since04(fields.Integer(), "the most state tokens one question's row could not hold")
+    truncated = _since04(fields.Boolean(), "whether some row dropped state tokens")
+    truncated_questions = _since04(fields.List(fields.String()), "the questions whose rows dropped state tokens")
+    options = _since04(
+        fields.Dict(),
+        "present only when options lost their own token spans to the head budget: question id -> "
+        "{total, distinct, tokens_per_option}",
+    )
 
 
 class ResponseSchema(Schema):
@@ -111,7 +178,11 @@ class ResponseSchema(Schema):
     answers = fields.Dict(
         keys=fields.String(),
         values=fields.Raw(),
-        metadata={"description": "question id -> typed answer, in question order"},
+        metadata={
+            "description": "question id -> typed answer, in question order. Protocol 0.4.15 adds, in this order: "
+            "with min_confidence low_confidence (only when below it), abstention and abstention_threshold; on a "
+            "choice or a score x_jev_confidence, last; and a score's legend holds its levels as text"
+        },
     )
     usage = fields.Nested(UsageSchema)
 

@@ -25,6 +25,7 @@ from gunicorn.app.base import BaseApplication
 from app import config
 from app.errors import json_error
 from app.models import served_models
+from app.protocol import default_protocol
 from laya_common.version import add_version_flag
 
 GRACEFUL_TIMEOUT_S = 30
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = {**config.DEFAULTS, **config.from_env()}
         served_models(settings)
+        default_protocol(settings)
     except ValueError as e:
         print(f"laya-api: {e}", file=sys.stderr)
         return 2

@@ -24,6 +24,7 @@ class BatchInput(Sequence):
     def __init__(self, redis, batch_id: str, batch: dict, *, start: int = 0) -> None:
         self.redis, self.key, self.start = redis, contract.batch_input_key(batch_id), start
         self.total, self.model, self.questions = batch["total"], batch["model"], batch.get("questions")
+        self.controls = batch.get("controls", {})  # protocol 0.4's, for every state
         self._block: tuple[int, list[bytes]] = (-1, [])
 
     def __len__(self) -> int:
@@ -42,4 +43,6 @@ class BatchInput(Sequence):
                 f"state {self.start + i} of this batch is gone from Redis (expired?)", kind="bad_request"
             )
         item = json.loads(items[offset])
-        return item if self.questions is None else {"model": self.model, "state": item, "questions": self.questions}
+        if self.questions is None:
+            return item
+        return {"model": self.model, "state": item, "questions": self.questions, **self.controls}

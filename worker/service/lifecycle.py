@@ -156,8 +156,12 @@ class Runtime:
             tracing.stamp(trace, "engine_started")
             started_at, t0 = time.time(), time.perf_counter()
             seconds = None
+            protocol = payload.get(contract.PROTOCOL_KEY, contract.V03)
             try:
-                response = self.engine.decide(payload)
+                if "states" in payload:  # POST /v1/systemone/batch
+                    response = self.engine.decide_states(payload, protocol)
+                else:
+                    response = self.engine.decide(payload, protocol)
             except contract.RequestError as e:
                 envelope = contract.error_envelope(e.kind, e.detail, field=e.field)
             except Exception as e:
@@ -184,7 +188,12 @@ class Runtime:
             started_at, t0 = time.time(), time.perf_counter()
             done = self.redis.llen(key)
             payloads = BatchInput(self.redis, delivery.id, batch, start=done)
-            windows = self.engine.decide_in_windows(payloads, self.settings.batch_chunk, let_pass=self.let_pass)
+            windows = self.engine.decide_in_windows(
+                payloads,
+                self.settings.batch_chunk,
+                let_pass=self.let_pass,
+                protocol=batch.get(contract.PROTOCOL_KEY, contract.V03),
+            )
             while True:
                 window_t0 = time.perf_counter()
                 try:
