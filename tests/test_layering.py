@@ -85,9 +85,9 @@ def test_imports_follow_the_layers(module):
     assert not wrong, f"{module} imports {', '.join(wrong)}, against the layering (tests/test_layering.py)"
 
 
-# The common package needs nothing the API's base install lacks, but for two rooms: the broker speaks Celery and
-# kombu (base dependencies), and the RoPE math needs torch (the worker's; nothing the API reaches imports it).
-COMMON_THIRD_PARTY = {"laya_common.broker": ("celery", "kombu"), "laya_common.rope": ("torch",)}
+# The common package needs nothing the API's base install lacks, but for two rooms: the broker speaks Celery, kombu
+# and redis-py (base dependencies), and the RoPE math needs torch (the worker's; nothing the API reaches imports it).
+COMMON_THIRD_PARTY = {"laya_common.broker": ("celery", "kombu", "redis"), "laya_common.rope": ("torch",)}
 
 
 def test_the_common_package_imports_the_standard_library_and_its_named_packages_only():

@@ -15,8 +15,9 @@ The departures, what each buys, and where it is checked against the installed ko
   `Channel._brpop_start` and `_brpop_read`, for a channel consuming exactly one model's queues). Buys: work taken
   in class order (kombu's BRPOP rotates between queues) and a message recorded as unacknowledged, in kombu's own
   `unacked` hash and `unacked_index` set, in the step that takes it (with BRPOP, a worker killed between the
-  take and the record lost the message). Checked: tests/service/test_broker_transport.py, which also fails with
-  a message naming this package when a kombu internal it relies on moves.
+  take and the record lost the message); its writes come before its pop, so a Redis past its maxmemory, which
+  refuses a script's writes but not its pop, leaves the message queued. Checked: tests/service/test_broker_transport.py,
+  which also fails with a message naming this package when a kombu internal it relies on moves.
 - **kombu's `QoS.append` sends nothing for a message TAKE recorded** (`transport.QoS`, state kept on the
   channel). Buys: a round trip on every task's way to running, 0.12 ms at the median on the 2-core CPU machine
   (docs/records/broker-round-trips-cpu-2026-12-04.json); on the H200 host the `round-trips` step of
@@ -26,6 +27,12 @@ The departures, what each buys, and where it is checked against the installed ko
   its message still recorded as unacknowledged (a worker dying then would leave it to be redelivered, and settled
   unrun), and the removal of the records of work a batch lets pass (taken by TAKE between two of its windows,
   which Celery never acknowledges).
+
+- **A Redis past its maxmemory does not stop the worker** (`transport.QoS.ack`, `QoS.restore_visible`). kombu
+  acknowledges in a MULTI, which such a Redis refuses whole, and takes its restore lock with SET; either error
+  stopped Celery's consumer and the worker with it. The acknowledgement goes in a plain pipeline (its ZREM and
+  HDEL are allowed there) and the restore waits for its next turn. Checked: tests/service/test_broker_transport.py
+  and tests/service/test_admission.py (work queued and answered while Redis is full: none lost, the worker alive).
 
 Dropped: skipping kombu's `QoS.ack` for a task whose answer had removed its record already. It bought no
 correctness, and no caller waits for the acknowledgement's round trip (0.10 ms here), which comes after the answer

@@ -8,13 +8,15 @@ BRPOP, unchanged. Celery's consumer, its task messages and kombu's own records s
 
 from __future__ import annotations
 
+import logging
+import time
 from queue import Empty
-from time import monotonic
 
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
+from redis.exceptions import OutOfMemoryError
 
 from laya_common.broker import queues
 
@@ -22,29 +24,31 @@ from laya_common.broker import queues
 # tests/service/test_broker_transport.py fails if kombu renames them
 UNACKED_KEY = "unacked"
 UNACKED_INDEX_KEY = "unacked_index"
+FULL_PAUSE_S = 0.5  # how long a worker waits before taking again from a Redis past its maxmemory
+log = logging.getLogger("laya.worker")
 
 # The worker's take. KEYS: a model's queues in class order, then the unacknowledged index and hash, then the
 # doorbell. ARGV: how many of the queues (the first ones) to take from. Returns {queue, message} or nil. A message
 # is taken from the right end (the API pushes on the left) and recorded as kombu records it: index score = now,
 # hash field = delivery tag, value = [message as queued, exchange, routing key]. Its delivery tag is the last
 # `"delivery_tag": "..."` of the message text; a request's own text sits in the body, a JSON string, where every
-# quote is escaped, so it cannot make one.
+# quote is escaped, so it cannot make one. Every write a Redis past its maxmemory refuses (LPUSH, ZADD, HSET)
+# comes before the pop: a script stopped by such a refusal has changed nothing, and the message stays queued.
 TAKE = """
-local function ring(n, bell)
-  for j = 1, n do
-    if redis.call('LLEN', KEYS[j]) > 0 then
-      redis.call('LPUSH', bell, 1)
-      redis.call('LTRIM', bell, 0, 0)
-      return
-    end
-  end
-  redis.call('DEL', bell)
-end
 local n = #KEYS - 3
 local index, unacked, bell = KEYS[n + 1], KEYS[n + 2], KEYS[n + 3]
+local lengths, left = {}, 0
+for j = 1, n do
+  lengths[j] = redis.call('LLEN', KEYS[j])
+  left = left + lengths[j]
+end
 for i = 1, tonumber(ARGV[1]) do
-  local message = redis.call('RPOP', KEYS[i])
-  if message then
+  if lengths[i] > 0 then
+    local message = redis.call('LINDEX', KEYS[i], -1)
+    if left > 1 then
+      redis.call('LPUSH', bell, 1)
+      redis.call('LTRIM', bell, 0, 0)
+    end
     local tag
     for found in string.gmatch(message, '"delivery_tag": "([^"]+)"') do tag = found end
     if tag then
@@ -52,11 +56,17 @@ for i = 1, tonumber(ARGV[1]) do
       redis.call('ZADD', index, tonumber(now[1]) + tonumber(now[2]) / 1000000, tag)
       redis.call('HSET', unacked, tag, '[' .. message .. ', "", "' .. KEYS[i] .. '"]')
     end
-    ring(n, bell)
+    redis.call('RPOP', KEYS[i])
+    if left == 1 then redis.call('DEL', bell) end
     return {KEYS[i], message}
   end
 end
-ring(n, bell)
+if left > 0 then
+  redis.call('LPUSH', bell, 1)
+  redis.call('LTRIM', bell, 0, 0)
+else
+  redis.call('DEL', bell)
+end
 return nil
 """
 
@@ -75,6 +85,23 @@ class QoS(kombu_redis.QoS):
         else:
             super().append(message, delivery_tag)
 
+    def ack(self, delivery_tag):
+        """kombu removes the record in a MULTI, which a Redis past its maxmemory refuses whole, and that error stops
+        Celery's consumer (the worker exits); the same ZREM and HDEL in a plain pipeline are allowed there."""
+        with self.channel.conn_or_acquire() as client:
+            pipe = client.pipeline(transaction=False)
+            pipe.zrem(self.unacked_index_key, delivery_tag).hdel(self.unacked_key, delivery_tag).execute()
+        virtual.QoS.ack(self, delivery_tag)
+
+    def restore_visible(self, *args, **kwargs):
+        """kombu's restore of old unacknowledged messages takes a lock with SET, which a Redis past its maxmemory
+        refuses, and that error stops Celery's consumer; the restore waits for its next turn instead."""
+        try:
+            return super().restore_visible(*args, **kwargs)
+        except OutOfMemoryError:
+            log.warning("laya worker: Redis is past its maxmemory; kombu's restore of unacknowledged messages waits")
+            return None
+
 
 class Channel(kombu_redis.Channel):
     QoS = QoS
@@ -88,7 +115,7 @@ class Channel(kombu_redis.Channel):
             return super()._brpop_start(timeout)
         self._taking = model
         self._in_poll = self.client.connection
-        self._brpop_sent_at = monotonic()
+        self._brpop_sent_at = time.monotonic()
         timeout = self.brpop_timeout if timeout is None else timeout
         keys = take_keys(model)
         # the wait ends on a ring or after `timeout`; TAKE runs either way, so a message queued without a ring
@@ -112,6 +139,10 @@ class Channel(kombu_redis.Channel):
             except self.connection_errors:
                 self.client.connection.disconnect()  # the next wait reconnects; TAKE ran whole or not at all
                 raise
+            except OutOfMemoryError:  # refused before its pop: the message waits in its queue for room
+                log.warning("laya worker: Redis is past its maxmemory; nothing is taken for %.1f s", FULL_PAUSE_S)
+                time.sleep(FULL_PAUSE_S)  # the doorbell stays rung: without a pause this would spin
+                raise Empty() from None
             if not taken:
                 raise Empty()
             queue, raw = bytes_to_str(taken[0]), taken[1]

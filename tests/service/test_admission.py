@@ -97,7 +97,10 @@ def service_celery(service):
     return celery
 
 
-def test_redis_near_its_memory_bound_refuses_new_work_and_a_full_one_too(launcher, tmp_path):
+@pytest.fixture
+def bounded(tmp_path):
+    """(url, client, fill) of a redis-server of its own bounded at 16 MB without eviction; `fill` takes it past the
+    bound as another tenant of the Redis might (values of 100 kB, then smaller ones, until each is refused)."""
     server = shutil.which("redis-server") or "/usr/bin/redis-server"
     port = free_port()
     popen = subprocess.Popen(
@@ -107,27 +110,59 @@ def test_redis_near_its_memory_bound_refuses_new_work_and_a_full_one_too(launche
         stderr=subprocess.STDOUT,
     )
     url = f"redis://:{REDIS_PASSWORD}@127.0.0.1:{port}/0"
-    try:
-        wait_for_redis(url, popen, "redis-server")
-        service = Service(url)
-        launcher.worker(service)
-        launcher.api(service)
-        service.wait_healthy()
-        assert service.post("/v1/jobs", json=request_body("refund?", q=NOUL)).status_code == 202
-        db = redis.Redis.from_url(url)
-        filler = "x" * 100_000
-        with pytest.raises(redis.exceptions.OutOfMemoryError):
-            for i in range(1000):  # up to the bound, as other tenants of this Redis might
-                db.set(f"filler:{i}", filler)
-        db.delete("filler:0", "filler:1")  # just under the bound: within the headroom kept for answers
-        time.sleep(admission_cache_s + 0.1)
-        for r in (
-            service.post("/v1/jobs", json=request_body("x", q=NOUL)),
-            service.post("/v1/systemone", json=request_body("refund?", q=NOUL)),
-        ):
-            assert_overloaded(r)
-            assert "memory" in r.json()["detail"]
-        assert json.loads(db.get(contract.worker_key("english", service.workers()[0]["node"])))["state"] == "ready"
-    finally:
-        popen.terminate()
-        popen.wait(10)
+    wait_for_redis(url, popen, "redis-server")
+    db = redis.Redis.from_url(url)
+
+    def fill() -> None:
+        for size in (100_000, 1_000, 10):
+            with pytest.raises(redis.exceptions.OutOfMemoryError):
+                for i in range(100_000):
+                    db.set(f"filler:{size}:{i}", "x" * size)
+
+    yield url, db, fill
+    popen.terminate()
+    popen.wait(10)
+
+
+def test_redis_near_its_memory_bound_refuses_new_work_and_a_full_one_too(launcher, bounded):
+    url, db, fill = bounded
+    service = Service(url)
+    launcher.worker(service)
+    launcher.api(service)
+    service.wait_healthy()
+    job = service.post("/v1/jobs", json=request_body("refund?", q=NOUL))
+    assert job.status_code == 202
+    service.wait_job(f"/v1/jobs/{job.json()['id']}")
+    fill()
+    db.delete(*db.keys("filler:100000:*")[:2])  # just under the bound: within the headroom kept for answers
+    time.sleep(admission_cache_s + 0.1)
+    for r in (
+        service.post("/v1/jobs", json=request_body("x", q=NOUL)),
+        service.post("/v1/systemone", json=request_body("refund?", q=NOUL)),
+    ):
+        assert_overloaded(r)
+        assert "memory" in r.json()["detail"]
+    assert json.loads(db.get(contract.worker_key("english", service.workers()[0]["node"])))["state"] == "ready"
+
+
+def test_work_taken_or_answered_while_redis_is_full_waits_for_room_and_is_not_lost(launcher, bounded):
+    """A job queued, then Redis filled past its bound before the worker takes it, and one taken and answered while
+    it is full: the worker neither loses them nor dies (a refused acknowledgement used to stop Celery's consumer),
+    and both are answered once there is room."""
+    url, db, fill = bounded
+    service = Service(url)
+    worker = launcher.worker(service, LAYA_HEARTBEAT_TTL_S="10")
+    launcher.api(service)
+    service.wait_healthy()
+    first = service.post("/v1/jobs", json=request_body("refund?", q=NOUL)).json()["id"]
+    assert service.wait_job(f"/v1/jobs/{first}")["status"] == "done"  # the worker's consumer is connected
+    with paused(worker):
+        ids = [service.post("/v1/jobs", json=request_body(f"refund {i}?", q=NOUL)).json()["id"] for i in range(2)]
+        fill()
+    time.sleep(3)  # the worker goes on: its takes are refused, or its answer waits for room
+    assert worker.popen.poll() is None, worker.tail()
+    assert "past its maxmemory" in worker.tail()  # premise: the worker met the full Redis
+    db.delete(*db.keys("filler:*"))
+    for job_id in ids:
+        assert service.wait_job(f"/v1/jobs/{job_id}", timeout_s=60)["status"] == "done"
+    assert worker.popen.poll() is None and db.zcard("unacked_index") == 0

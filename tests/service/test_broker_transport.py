@@ -8,9 +8,12 @@ import inspect
 import json
 import multiprocessing
 import os
+import shutil
+import subprocess
 import threading
 from importlib import metadata
 
+import pytest
 import redis
 from kombu import Connection
 from kombu.transport import redis as kombu_redis
@@ -18,7 +21,7 @@ from packaging.requirements import Requirement
 
 from laya_common import contract
 from laya_common.broker import messages, queues, transport
-from service.helpers import NOUL, request_body, wait_until
+from service.helpers import NOUL, free_port, request_body, wait_for_redis, wait_until
 from worker.service.redelivery import Redeliverer
 
 END = "laya-test-monitor-end"
@@ -79,6 +82,72 @@ def test_enqueue_refuses_past_its_bound_and_wakes_a_sync_waiter_at_once(private_
     assert db.llen(queues.queue_name(MODEL, "sync")) == 2
     refusal = db.blpop(["laya:result:s2"], timeout=1)
     assert json.loads(refusal[1]) == {"ok": False, "error": "overloaded", "depth": 2}
+
+
+@pytest.fixture
+def small_redis(tmp_path):
+    """A redis-server of its own bounded at 8 MB without eviction, and a function that fills it to the bound."""
+    port = free_port()
+    popen = subprocess.Popen(
+        [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(port), "--bind", "127.0.0.1"]
+        + ["--save", "", "--appendonly", "no", "--dir", str(tmp_path), "--maxmemory", "8mb"]
+        + ["--maxmemory-policy", "noeviction"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    wait_for_redis(url, popen, "redis-server")
+    db = redis.Redis.from_url(url)
+
+    def fill() -> None:
+        """Past the bound: values of 50 kB, then of 1 kB, then of 10 bytes until each is refused (the refusal is
+        decided before a write, so the first ones refused may leave room for a smaller one)."""
+        for size in (50_000, 1_000, 10):
+            with pytest.raises(redis.exceptions.OutOfMemoryError):
+                for i in range(100_000):
+                    db.set(f"filler:{size}:{i}", "x" * size)
+
+    yield url, db, fill
+    popen.terminate()
+    popen.wait(10)
+
+
+def test_a_take_that_redis_refuses_for_memory_changes_nothing(small_redis):
+    """Past maxmemory Redis refuses a script's ZADD and HSET, not its RPOP; TAKE writes first and pops last, so
+    the message is neither lost (popped, not recorded) nor recorded twice: it waits for room."""
+    url, db, fill = small_redis
+    celery = make_celery(url)
+    enqueue(db, celery, "jobs", "j1")
+    enqueue(db, celery, "jobs", "j2")
+    fill()
+    before = {key: db.dump(key) for key in (queues.queue_name(MODEL, "jobs"), queues.bell_key(MODEL))}
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        take(db)
+    assert {key: db.dump(key) for key in before} == before
+    assert db.hlen(transport.UNACKED_KEY) == 0 and db.zcard(transport.UNACKED_INDEX_KEY) == 0
+    db.flushdb()  # room again (the messages too are gone; queue one)
+    enqueue(db, celery, "jobs", "j3")
+    assert json.loads(take(db)[1])["headers"]["id"] == "j3"
+
+
+def test_an_acknowledgement_goes_through_a_full_redis(small_redis):
+    """kombu's own QoS.ack sends MULTI, which a Redis past maxmemory refuses whole, and that error stops Celery's
+    consumer; this transport's goes through."""
+    url, db, fill = small_redis
+    with Connection(url, transport=transport.Transport) as conn:
+        channel = conn.default_channel
+        for tag in ("ours", "kombus"):
+            db.zadd(transport.UNACKED_INDEX_KEY, {tag: 1.0})
+            db.hset(transport.UNACKED_KEY, tag, json.dumps([{}, "", "q"]))
+            channel.qos._delivered[tag] = None
+        fill()
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            kombu_redis.QoS.ack(channel.qos, "kombus")
+        channel.qos.ack("ours")
+        channel.qos._delivered.clear()  # nothing for kombu to put back when the channel closes
+    assert db.hkeys(transport.UNACKED_KEY) == [b"kombus"] and db.zrange(transport.UNACKED_INDEX_KEY, 0, -1) == [
+        b"kombus"
+    ]
 
 
 def test_kombu_consumer_with_this_transport_takes_in_class_order_messages_kombu_published(private_db):
@@ -170,8 +239,11 @@ def test_each_task_is_taken_and_recorded_in_one_script_and_its_record_removed_wi
     assert len(recorded) == 2, commands  # once each, by TAKE: kombu's QoS.append sent nothing
     for job_id, record in zip(job_ids, recorded, strict=True):
         tag = commands[record].split()[-1]
-        # TAKE took it off its queue and recorded it in one script: nothing else ran in between
-        assert commands[record - 2].startswith("RPOP laya.english.sync") and seen[record - 1][1] == "lua:"
+        # TAKE recorded it and took it off its queue in one script (the pop last): nothing else ran in between
+        assert commands[record + 1].startswith(f"HSET unacked {tag}") and commands[record + 2].startswith(
+            "RPOP laya.english.sync"
+        )
+        assert all(client == "lua:" for _, client in seen[record - 1 : record + 3]), commands
         # the answer's script removes the record: no moment at which it is answered and still recorded
         answer = next(i for i, c in enumerate(commands) if c.startswith(f"RPUSH laya:result:{job_id}"))
         removed = next(i for i, c in enumerate(commands) if i > answer and c == f"ZREM unacked_index {tag}")

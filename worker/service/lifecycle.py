@@ -26,6 +26,8 @@ import signal
 import time
 from collections.abc import Iterator
 
+from redis.exceptions import OutOfMemoryError
+
 from laya_common import contract
 from laya_common.broker import queues, transport
 from laya_common.version import version_info
@@ -38,6 +40,8 @@ from worker.service.redelivery import Redeliverer
 from worker.service.settings import WorkerSettings
 
 log = logging.getLogger("laya.worker")
+STORE_PATIENCE_S = 60.0  # how long a computed answer waits for room in a full Redis before the worker gives up
+EXIT_NO_ROOM = 75  # EX_TEMPFAIL: the task in hand stays unacknowledged, for redelivery
 
 # Appends a window of batch results only where the previous window ended: a batch that two workers run
 # at once (redelivered while its first worker, cut off from Redis, still ran it) is never written twice. And
@@ -225,7 +229,10 @@ class Runtime:
         """The next waiting sync request or job of this worker's model ((queue, message as queued), recorded as
         unacknowledged), or None."""
         keys = transport.take_keys(self.settings.model)
-        taken = self.redis.eval(transport.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
+        try:
+            taken = self.redis.eval(transport.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
+        except OutOfMemoryError:  # refused before its pop (transport.TAKE): it waits for the next window
+            return None
         return (taken[0].decode(), taken[1]) if taken else None
 
     def interactive_waiting(self) -> bool:
@@ -270,27 +277,54 @@ class Runtime:
         delete the key `drop`: a finished batch's input)."""
         job_id, ttl_s = delivery.id, self.settings.result_ttl_s
         bucket = executor_bucket(executor_seconds) if executor_seconds is not None else None
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.eval(
-            STORE_ANSWER,
-            5,
-            contract.result_key(job_id),
-            contract.job_key(job_id),  # a job record outlives its queue wait
-            contract.executor_metrics_key(self.settings.model),
-            transport.UNACKED_INDEX_KEY,
-            transport.UNACKED_KEY,
-            json.dumps(envelope),
-            ttl_s,
-            bucket or "",
-            "" if executor_seconds is None else repr(executor_seconds),
-            delivery.tag or "",
-        )
-        tracing.stamp(trace, "result_sent")  # the waiting API may wake before this call returns
-        if trace is not None:
-            contract.queue_trace(pipe, job_id, {**trace, "worker": self.heartbeat.record["node"]})
-        if drop is not None:
-            pipe.delete(drop)
-        pipe.execute()
+
+        def fill(pipe) -> None:
+            pipe.eval(
+                STORE_ANSWER,
+                5,
+                contract.result_key(job_id),
+                contract.job_key(job_id),  # a job record outlives its queue wait
+                contract.executor_metrics_key(self.settings.model),
+                transport.UNACKED_INDEX_KEY,
+                transport.UNACKED_KEY,
+                json.dumps(envelope),
+                ttl_s,
+                bucket or "",
+                "" if executor_seconds is None else repr(executor_seconds),
+                delivery.tag or "",
+            )
+            tracing.stamp(trace, "result_sent")  # the waiting API may wake before this call returns
+            if trace is not None:
+                contract.queue_trace(pipe, job_id, {**trace, "worker": self.heartbeat.record["node"]})
+            if drop is not None:
+                pipe.delete(drop)
+
+        self._write_when_room(fill, delivery)
+
+    def _write_when_room(self, fill, delivery: Delivery) -> None:
+        """Send the pipeline `fill` fills in; while Redis refuses it for being past its maxmemory, send it again
+        (admission keeps room for the answers of accepted work, but another tenant of the Redis may take it), for
+        STORE_PATIENCE_S. Then the worker exits without acknowledging the message: a worker that takes it up once
+        there is room answers it, and nothing accepted is lost."""
+        deadline, delay = time.monotonic() + STORE_PATIENCE_S, 0.05
+        while True:
+            pipe = self.redis.pipeline(transaction=False)
+            fill(pipe)
+            try:
+                pipe.execute()
+                return
+            except OutOfMemoryError:
+                if time.monotonic() + delay > deadline:
+                    log.critical(
+                        "laya worker: Redis has had no room for %s's answer for %.0f s; exiting so that "
+                        "it is redelivered",
+                        delivery.id,
+                        STORE_PATIENCE_S,
+                    )
+                    os._exit(EXIT_NO_ROOM)
+                log.warning("laya worker: Redis is past its maxmemory; %s's answer waits %.2f s", delivery.id, delay)
+                time.sleep(delay)
+                delay = min(1.0, 2 * delay)
 
     def _append(self, batch_id: str, start: int, results: list[dict], seconds: float) -> int:
         """Append a batch window that begins at result `start`: APPENDED, or ELSEWHERE if the list does not end
