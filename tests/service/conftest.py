@@ -83,3 +83,33 @@ def private_db(redis_server):
 
     redis.Redis.from_url(url).flushdb()
     return url
+
+
+@pytest.fixture
+def bounded_redis(tmp_path):
+    """(url, client, fill) of a redis-server of its own bounded at 16 MB without eviction; `fill` takes it past the
+    bound as another tenant of the Redis might: values of 100 kB, then of 1 kB, then of 10 bytes until each is
+    refused (a refusal is decided before a write, so the first ones refused may leave room for a smaller one)."""
+    import redis
+
+    port = free_port()
+    popen = subprocess.Popen(
+        [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(port), "--bind", "127.0.0.1"]
+        + ["--save", "", "--appendonly", "no", "--dir", str(tmp_path), "--requirepass", REDIS_PASSWORD]
+        + ["--maxmemory", "16mb", "--maxmemory-policy", "noeviction"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"redis://:{REDIS_PASSWORD}@127.0.0.1:{port}/0"
+    wait_for_redis(url, popen, "redis-server")
+    db = redis.Redis.from_url(url)
+
+    def fill() -> None:
+        for size in (100_000, 1_000, 10):
+            with pytest.raises(redis.exceptions.OutOfMemoryError):
+                for i in range(100_000):
+                    db.set(f"filler:{size}:{i}", "x" * size)
+
+    yield url, db, fill
+    popen.terminate()
+    popen.wait(10)

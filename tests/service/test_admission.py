@@ -5,19 +5,16 @@ is answered; a sync request that the requests queued ahead would keep past its t
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import time
 
 import pytest
-import redis
 
 from app import admission
 from app.admission import Fleet
 from app.dispatch import READY_CACHE_S as admission_cache_s
 from laya_common import contract
 from laya_common.broker import messages, queues
-from service.helpers import NOUL, REDIS_PASSWORD, Service, free_port, request_body, wait_for_redis, wait_until
+from service.helpers import NOUL, Service, request_body, wait_until
 from service.test_classes_of_work import paused
 
 
@@ -97,35 +94,8 @@ def service_celery(service):
     return celery
 
 
-@pytest.fixture
-def bounded(tmp_path):
-    """(url, client, fill) of a redis-server of its own bounded at 16 MB without eviction; `fill` takes it past the
-    bound as another tenant of the Redis might (values of 100 kB, then smaller ones, until each is refused)."""
-    server = shutil.which("redis-server") or "/usr/bin/redis-server"
-    port = free_port()
-    popen = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)]
-        + ["--requirepass", REDIS_PASSWORD, "--maxmemory", "16mb", "--maxmemory-policy", "noeviction"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"redis://:{REDIS_PASSWORD}@127.0.0.1:{port}/0"
-    wait_for_redis(url, popen, "redis-server")
-    db = redis.Redis.from_url(url)
-
-    def fill() -> None:
-        for size in (100_000, 1_000, 10):
-            with pytest.raises(redis.exceptions.OutOfMemoryError):
-                for i in range(100_000):
-                    db.set(f"filler:{size}:{i}", "x" * size)
-
-    yield url, db, fill
-    popen.terminate()
-    popen.wait(10)
-
-
-def test_redis_near_its_memory_bound_refuses_new_work_and_a_full_one_too(launcher, bounded):
-    url, db, fill = bounded
+def test_redis_near_its_memory_bound_refuses_new_work_and_a_full_one_too(launcher, bounded_redis):
+    url, db, fill = bounded_redis
     service = Service(url)
     launcher.worker(service)
     launcher.api(service)
@@ -145,11 +115,11 @@ def test_redis_near_its_memory_bound_refuses_new_work_and_a_full_one_too(launche
     assert json.loads(db.get(contract.worker_key("english", service.workers()[0]["node"])))["state"] == "ready"
 
 
-def test_work_taken_or_answered_while_redis_is_full_waits_for_room_and_is_not_lost(launcher, bounded):
+def test_work_taken_or_answered_while_redis_is_full_waits_for_room_and_is_not_lost(launcher, bounded_redis):
     """A job queued, then Redis filled past its bound before the worker takes it, and one taken and answered while
     it is full: the worker neither loses them nor dies (a refused acknowledgement used to stop Celery's consumer),
     and both are answered once there is room."""
-    url, db, fill = bounded
+    url, db, fill = bounded_redis
     service = Service(url)
     worker = launcher.worker(service, LAYA_HEARTBEAT_TTL_S="10")
     launcher.api(service)

@@ -8,8 +8,6 @@ import inspect
 import json
 import multiprocessing
 import os
-import shutil
-import subprocess
 import threading
 from importlib import metadata
 
@@ -21,7 +19,7 @@ from packaging.requirements import Requirement
 
 from laya_common import contract
 from laya_common.broker import messages, queues, transport
-from service.helpers import NOUL, free_port, request_body, wait_for_redis, wait_until
+from service.helpers import NOUL, request_body, wait_until
 from worker.service.redelivery import Redeliverer
 
 END = "laya-test-monitor-end"
@@ -84,38 +82,10 @@ def test_enqueue_refuses_past_its_bound_and_wakes_a_sync_waiter_at_once(private_
     assert json.loads(refusal[1]) == {"ok": False, "error": "overloaded", "depth": 2}
 
 
-@pytest.fixture
-def small_redis(tmp_path):
-    """A redis-server of its own bounded at 8 MB without eviction, and a function that fills it to the bound."""
-    port = free_port()
-    popen = subprocess.Popen(
-        [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(port), "--bind", "127.0.0.1"]
-        + ["--save", "", "--appendonly", "no", "--dir", str(tmp_path), "--maxmemory", "8mb"]
-        + ["--maxmemory-policy", "noeviction"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    wait_for_redis(url, popen, "redis-server")
-    db = redis.Redis.from_url(url)
-
-    def fill() -> None:
-        """Past the bound: values of 50 kB, then of 1 kB, then of 10 bytes until each is refused (the refusal is
-        decided before a write, so the first ones refused may leave room for a smaller one)."""
-        for size in (50_000, 1_000, 10):
-            with pytest.raises(redis.exceptions.OutOfMemoryError):
-                for i in range(100_000):
-                    db.set(f"filler:{size}:{i}", "x" * size)
-
-    yield url, db, fill
-    popen.terminate()
-    popen.wait(10)
-
-
-def test_a_take_that_redis_refuses_for_memory_changes_nothing(small_redis):
+def test_a_take_that_redis_refuses_for_memory_changes_nothing(bounded_redis):
     """Past maxmemory Redis refuses a script's ZADD and HSET, not its RPOP; TAKE writes first and pops last, so
     the message is neither lost (popped, not recorded) nor recorded twice: it waits for room."""
-    url, db, fill = small_redis
+    url, db, fill = bounded_redis
     celery = make_celery(url)
     enqueue(db, celery, "jobs", "j1")
     enqueue(db, celery, "jobs", "j2")
@@ -130,10 +100,10 @@ def test_a_take_that_redis_refuses_for_memory_changes_nothing(small_redis):
     assert json.loads(take(db)[1])["headers"]["id"] == "j3"
 
 
-def test_an_acknowledgement_goes_through_a_full_redis(small_redis):
+def test_an_acknowledgement_goes_through_a_full_redis(bounded_redis):
     """kombu's own QoS.ack sends MULTI, which a Redis past maxmemory refuses whole, and that error stops Celery's
     consumer; this transport's goes through."""
-    url, db, fill = small_redis
+    url, db, fill = bounded_redis
     with Connection(url, transport=transport.Transport) as conn:
         channel = conn.default_channel
         for tag in ("ours", "kombus"):
