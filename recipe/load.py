@@ -3,8 +3,10 @@
 Starts its own service (recipe/stack.py). Each client sends POST /v1/systemone in a closed loop over a
 fixed set of requests. Passes when no request fails, every answer is byte-equal to the same request
 answered alone (sent one at a time before the load), and no worker ran two tasks at once (by its own
-stamps of taking each task and sending its answer). Per N: p50/p99 latency and throughput.
-Writes load.json into --output.
+stamps of taking each task and sending its answer). Per N: p50/p99 latency, throughput, and the engine's busy
+share (the engine time the worker reports per answer, x-inference-time, summed over the level's wall time and
+its workers: how much of the time the executor's host and GPU work fills). Writes load.json into --output,
+and every sample (each request's wall and engine ms) into samples.json.
 
     python recipe/load.py --checkpoint DIR --output /tmp/load-1 [--clients 1,8,32,128] [--seconds 10]
 """
@@ -79,6 +81,7 @@ def run_level(
                     "request": i,
                     "status": status,
                     "ms": (time.perf_counter() - t0) * 1000,
+                    "engine_ms": float(headers.get("x-inference-time", 0.0)),
                     "equal": body == expected[i],
                     "job_id": headers.get("x-job-id"),
                 }
@@ -107,7 +110,10 @@ def run_level(
         "not_byte_equal": sum(not o["equal"] for o in ok),
         "throughput_rps": len(ok) / elapsed,
         "latency": percentiles([o["ms"] for o in ok]) if ok else None,
+        "engine_ms_per_request": sum(o["engine_ms"] for o in ok) / len(ok) if ok else None,
+        "engine_busy_share": sum(o["engine_ms"] for o in ok) / 1000 / elapsed,  # of one worker; divided below
         "job_ids": [o["job_id"] for o in ok],
+        "samples": [{"ms": round(o["ms"], 3), "engine_ms": o["engine_ms"]} for o in ok],
     }
 
 
@@ -144,8 +150,9 @@ def outcome(level: dict) -> str:
     )
 
 
-def save(output: Path, report: dict) -> None:
+def save(output: Path, report: dict, samples: list) -> None:
     (output / "load.json").write_text(json.dumps({**report, "load_average": os.getloadavg()}, indent=2) + "\n")
+    (output / "samples.json").write_text(json.dumps(samples) + "\n")
 
 
 def main(
@@ -165,6 +172,7 @@ def main(
         "cpus": os.cpu_count(),
         "versions": versions(("laya-service", "celery", "kombu", "redis", "gunicorn")),
     }
+    samples: list[dict] = []  # per level: its workers, clients and every answered request's wall and engine ms
     with Stack(checkpoint, output / "logs") as stack:
         stack.start()
         expected = answers_alone(stack.frontend)
@@ -176,13 +184,15 @@ def main(
                 level = run_level(stack.frontend, n, seconds, expected)
                 level["overlapping_tasks"] = overlapping_tasks(worker_spans(stack.redis_url, level.pop("job_ids")))
                 level["workers"] = n_workers
+                level["engine_busy_share"] /= n_workers
+                samples.append({"workers": n_workers, "clients": n, "samples": level.pop("samples")})
                 report["runs"].append(level)
-                save(output, report)  # a run cut short still leaves its figures
+                save(output, report, samples)  # a run cut short still leaves its figures
                 print(
                     f"load: {n_workers} worker(s), {n:3} clients: {level['answered']} answered, "
-                    f"{level['throughput_rps']:.1f}/s, {outcome(level)}"
+                    f"{level['throughput_rps']:.1f}/s, engine busy {level['engine_busy_share']:.0%}, {outcome(level)}"
                 )
-    save(output, report)
+    save(output, report, samples)
     passed = all(
         r["n_failed"] == 0 and r["not_byte_equal"] == 0 and not any(r["overlapping_tasks"].values())
         for r in report["runs"]

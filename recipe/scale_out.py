@@ -136,6 +136,8 @@ def measure(
     with BatchLoop(stack.frontend, states) as batches:
         level = run_level(stack.frontend, clients, seconds, expected, requests=list(INPUTS.values()))
     spans, batch = worker_spans(stack.redis_url, level.pop("job_ids")), batches.summary()
+    for key in ("samples", "engine_busy_share"):  # recipe/load.py's own: every sample, and one worker's share
+        level.pop(key)
     served = sum(len(s) for s in spans.values())
     return {
         "workers": len(workers.live()),
