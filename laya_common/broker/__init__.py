@@ -23,7 +23,7 @@ The departures, what each buys, and where it is checked against the installed ko
   (docs/records/broker-round-trips-cpu-2026-12-04.json); on the H200 host the `round-trips` step of
   recipe/gpu_session.sh measures it (not run yet: drop this departure if it comes out under 0.1 ms there).
 - **A task's answer removes its message's unacknowledged record** in the answer's own script
-  (worker.service.lifecycle, with the key names of `transport`). Buys: no moment at which a task is answered and
+  (worker.service.lifecycle sends `transport.settle_lua`'s lines). Buys: no moment at which a task is answered and
   its message still recorded as unacknowledged (a worker dying then would leave it to be redelivered, and settled
   unrun), and the removal of the records of work a batch lets pass (taken by TAKE between two of its windows,
   which Celery never acknowledges).
@@ -33,6 +33,10 @@ The departures, what each buys, and where it is checked against the installed ko
   stopped Celery's consumer and the worker with it. The acknowledgement goes in a plain pipeline (its ZREM and
   HDEL are allowed there) and the restore waits for its next turn. Checked: tests/service/test_broker_transport.py
   and tests/service/test_admission.py (work queued and answered while Redis is full: none lost, the worker alive).
+
+Everything else the worker knows of kombu's records and messages is here too: which message a task came in and
+its argument (`delivery`: from Celery's request, or from a message TAKE handed a running batch), and the records'
+reading and kombu's own restore for redelivery (`transport.Records`).
 
 Dropped: skipping kombu's `QoS.ack` for a task whose answer had removed its record already. It bought no
 correctness, and no caller waits for the acknowledgement's round trip (0.10 ms here), which comes after the answer

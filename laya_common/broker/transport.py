@@ -76,7 +76,53 @@ def take_keys(model: str) -> list[str]:
     return [*queues.queue_names(model), UNACKED_INDEX_KEY, UNACKED_KEY, queues.bell_key(model)]
 
 
+RECORD_KEYS = (UNACKED_INDEX_KEY, UNACKED_KEY)  # the keys `settle_lua` takes, in this order
+
+
+def settle_lua(keys_at: int, tag_at: int) -> str:
+    """Script lines that remove a message's unacknowledged record, for a task's answer to send in its own script:
+    RECORD_KEYS at KEYS[keys_at], KEYS[keys_at + 1], the delivery tag at ARGV[tag_at] ('' for none)."""
+    return f"""
+if ARGV[{tag_at}] ~= '' then
+  redis.call('ZREM', KEYS[{keys_at}], ARGV[{tag_at}])
+  redis.call('HDEL', KEYS[{keys_at + 1}], ARGV[{tag_at}])
+end
+"""
+
+
+def settle(pipe, tag: str) -> None:
+    """Add the removal of `tag`'s unacknowledged record to `pipe` (a plain pipeline: a full Redis allows it)."""
+    pipe.zrem(UNACKED_INDEX_KEY, tag).hdel(UNACKED_KEY, tag)
+
+
+class Records:
+    """kombu's records of unacknowledged messages, read and put back through kombu's own QoS, for redelivery
+    (worker.service.redelivery): its restore puts a message back at the head of its queue, marked redelivered,
+    atomically, so two workers restoring at once deliver it once."""
+
+    def __init__(self, celery, redis) -> None:
+        self.celery, self.redis, self._connection = celery, redis, None
+
+    def taken_before(self, when: float) -> list[str]:
+        """The delivery tags of the messages taken before `when` (a Unix time) and not acknowledged."""
+        return [tag.decode() for tag in self.redis.zrange(UNACKED_INDEX_KEY, "-inf", when, byscore=True)]
+
+    def restore(self, tag: str) -> None:
+        if self._connection is None:
+            self._connection = self.celery.connection_for_write()
+        self._connection.default_channel.qos.restore_by_tag(tag)
+
+
 class QoS(kombu_redis.QoS):
+    def ack(self, delivery_tag):
+        """kombu removes the record in a MULTI, which a Redis past its maxmemory refuses whole, and that error stops
+        Celery's consumer (the worker exits); the same ZREM and HDEL in a plain pipeline are allowed there."""
+        with self.channel.conn_or_acquire() as client:
+            pipe = client.pipeline(transaction=False)
+            settle(pipe, delivery_tag)
+            pipe.execute()
+        virtual.QoS.ack(self, delivery_tag)
+
     def append(self, message, delivery_tag):
         """A message TAKE recorded already is not recorded again (kombu would send its ZADD and HSET)."""
         if self.channel.recorded is not None and self.channel.recorded == delivery_tag:
@@ -84,14 +130,6 @@ class QoS(kombu_redis.QoS):
             virtual.QoS.append(self, message, delivery_tag)  # kombu's bookkeeping in this process only
         else:
             super().append(message, delivery_tag)
-
-    def ack(self, delivery_tag):
-        """kombu removes the record in a MULTI, which a Redis past its maxmemory refuses whole, and that error stops
-        Celery's consumer (the worker exits); the same ZREM and HDEL in a plain pipeline are allowed there."""
-        with self.channel.conn_or_acquire() as client:
-            pipe = client.pipeline(transaction=False)
-            pipe.zrem(self.unacked_index_key, delivery_tag).hdel(self.unacked_key, delivery_tag).execute()
-        virtual.QoS.ack(self, delivery_tag)
 
     def restore_visible(self, *args, **kwargs):
         """kombu's restore of old unacknowledged messages takes a lock with SET, which a Redis past its maxmemory

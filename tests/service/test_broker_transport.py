@@ -244,5 +244,8 @@ def test_the_kombu_internals_the_transport_replaces_are_where_it_expects_them():
         f"kombu renamed its unacknowledged keys: {UPGRADE}"
     )
     assert callable(getattr(kombu_redis.Transport, "_deliver", None)), f"kombu's Transport has no _deliver: {UPGRADE}"
+    assert callable(getattr(channel, "conn_or_acquire", None)), (
+        f"kombu's Redis Channel has no conn_or_acquire: {UPGRADE}"
+    )
     source = inspect.getsource(kombu_redis.QoS.restore_by_tag)  # worker.service.redelivery's restore
     assert "unacked_key" in source and "_do_restore_message" in source, f"QoS.restore_by_tag changed: {UPGRADE}"

@@ -11,14 +11,12 @@ its pass.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import time
 
 from laya_common import contract
-from laya_common.broker import queues
-from worker.service.delivery import Delivery
+from laya_common.broker.delivery import Delivery, task_argument
 
 log = logging.getLogger("laya.worker")
 
@@ -44,15 +42,8 @@ class LetPass:
 
     def _run_message(self, queue: str, raw: bytes) -> None:
         message = json.loads(raw)
-        headers, properties = message["headers"], message["properties"]
-        info = properties.get("delivery_info") or {}
-        delivery = Delivery(
-            headers["id"],
-            properties.get("delivery_tag"),
-            bool(info.get("redelivered") or headers.get("redelivered")),
-            queues.parse(queue)[1],
-        )
-        trace = {"worker_received": time.time()} if headers.get(contract.TRACE_MESSAGE_HEADER) else None
+        delivery = Delivery.of_message(queue, message)
+        trace = {"worker_received": time.time()} if message["headers"].get(contract.TRACE_MESSAGE_HEADER) else None
         try:
             payload = task_argument(message, contract.TASK_DECIDE)
         except ValueError as e:
@@ -60,17 +51,3 @@ class LetPass:
             self.runtime.refuse(delivery, str(e))
             return
         self.runtime.decide(delivery, payload, trace=trace)
-
-
-def task_argument(message: dict, task: str) -> dict:
-    """The one argument of a Celery task message (protocol 2, JSON) running `task`. ValueError for another task or
-    a body that is not JSON: the worker's Celery accepts JSON only (contract.celery_config), and so does this."""
-    if message["headers"].get("task") != task:
-        raise ValueError(f"task {message['headers'].get('task')!r}; only {task} is run between batch windows")
-    if message.get("content-type") != "application/json":
-        raise ValueError(f"content type {message.get('content-type')!r}; only application/json is accepted")
-    body = message["body"]
-    if message["properties"].get("body_encoding") == "base64":
-        body = base64.b64decode(body)
-    args, _kwargs, _embed = json.loads(body)
-    return args[0]

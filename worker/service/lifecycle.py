@@ -30,10 +30,10 @@ from redis.exceptions import OutOfMemoryError
 
 from laya_common import contract
 from laya_common.broker import queues, transport
+from laya_common.broker.delivery import Delivery
 from laya_common.version import version_info
 from worker.service import tracing
 from worker.service.batch_input import BatchInput
-from worker.service.delivery import Delivery
 from worker.service.heartbeat import Heartbeat, executor_bucket, record_executor_seconds
 from worker.service.let_pass import LetPass
 from worker.service.redelivery import Redeliverer
@@ -67,11 +67,7 @@ if ARGV[4] ~= '' then
   redis.call('HINCRBY', KEYS[3], 'count', 1)
   redis.call('HINCRBYFLOAT', KEYS[3], 'sum', ARGV[4])
 end
-if ARGV[5] ~= '' then
-  redis.call('ZREM', KEYS[4], ARGV[5])
-  redis.call('HDEL', KEYS[5], ARGV[5])
-end
-"""
+""" + transport.settle_lua(keys_at=4, tag_at=5)
 
 _runtime: Runtime | None = None
 
@@ -259,9 +255,8 @@ class Runtime:
         """Acknowledge a task that leaves no answer (it was answered or cancelled before)."""
         if delivery.tag is None:
             return
-        pipe = self.redis.pipeline()
-        pipe.zrem(transport.UNACKED_INDEX_KEY, delivery.tag)
-        pipe.hdel(transport.UNACKED_KEY, delivery.tag)
+        pipe = self.redis.pipeline(transaction=False)
+        transport.settle(pipe, delivery.tag)
         pipe.execute()
 
     def _store(
@@ -285,8 +280,7 @@ class Runtime:
                 contract.result_key(job_id),
                 contract.job_key(job_id),  # a job record outlives its queue wait
                 contract.executor_metrics_key(self.settings.model),
-                transport.UNACKED_INDEX_KEY,
-                transport.UNACKED_KEY,
+                *transport.RECORD_KEYS,
                 json.dumps(envelope),
                 ttl_s,
                 bucket or "",

@@ -1,8 +1,8 @@
 """Redelivery of the task a worker held when it died whole (SIGKILL, the OOM killer, a lost host).
 
-kombu's Redis transport keeps every taken, unacknowledged message in the hash `unacked` (delivery tag
--> [message, exchange, routing key]) and the time it was taken in the sorted set `unacked_index`, and
-hands it out again only after the visibility timeout, which must outlast the longest batch (hours).
+kombu's Redis transport keeps a record of every taken, unacknowledged message (laya_common.broker.transport's
+Records reads and restores them), and hands it out again only after the visibility timeout, which must outlast
+the longest batch (hours).
 A worker that dies whole would leave its task there that long. So after every heartbeat, each ready
 worker restores the messages taken more than `grace_s` (the heartbeat TTL) ago that no live worker
 names as the task it is running; every live worker names its task at each beat, three times per TTL.
@@ -20,26 +20,25 @@ import time
 
 from laya_common import contract
 from laya_common.broker import queues
+from laya_common.broker.transport import Records
 
 log = logging.getLogger("laya.worker")
 
 
 class Redeliverer:
     def __init__(self, celery, redis, *, grace_s: float) -> None:
-        self.celery, self.redis, self.grace_s = celery, redis, grace_s
-        self._connection = None
+        self.redis, self.grace_s, self.records = redis, grace_s, Records(celery, redis)
 
     def __call__(self) -> list[str]:
         """Put back on their queues the tasks taken over `grace_s` ago that no live worker holds; their tags."""
-        qos = self._qos()
-        old = self.redis.zrange(qos.unacked_index_key, "-inf", time.time() - self.grace_s, byscore=True)
+        old = self.records.taken_before(time.time() - self.grace_s)
         if not old:
             return []
         # read after the old tags, so a live worker holding one of them has named it by now
         held = {tag for w in contract.read_workers(self.redis) if w["state"] == "ready" for _, tag in w["tasks"]}
-        orphans = [tag.decode() for tag in old if tag.decode() not in held]
+        orphans = [tag for tag in old if tag not in held]
         for tag in orphans:
-            qos.restore_by_tag(tag)
+            self.records.restore(tag)
         if orphans:
             pipe = self.redis.pipeline()
             for model in contract.MODELS:
@@ -47,8 +46,3 @@ class Redeliverer:
             pipe.execute()
             log.warning("laya worker: redelivered %d task(s) held by a worker that is gone", len(orphans))
         return orphans
-
-    def _qos(self):
-        if self._connection is None:
-            self._connection = self.celery.connection_for_write()
-        return self._connection.default_channel.qos

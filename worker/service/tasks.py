@@ -9,8 +9,8 @@ from __future__ import annotations
 from celery import shared_task
 
 from laya_common import contract
+from laya_common.broker.delivery import Delivery
 from worker.service import lifecycle, tracing
-from worker.service.delivery import Delivery
 
 
 @shared_task(name=contract.TASK_DECIDE, bind=True)
