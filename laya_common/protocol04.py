@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from laya_common.contract import RequestError, path_like_model
@@ -23,6 +25,7 @@ MAX_OPTIONS = 512  # choice options and score levels across a request's question
 COUNTED = {"choice": (dict | list, MAX_CHOICE_OPTIONS, "options"), "score": (list, MAX_SCORE_LEVELS, "levels")}
 MAX_STATE_CHARS = 50_000  # a text state's characters, or a JSON state's as compact-spaced JSON text
 MAX_STATES = 64  # states of one POST /v1/systemone/batch
+SURROGATE = re.compile("[\ud800-\udfff]")  # a code point no UTF-8 text can carry (one search is C-speed)
 # Fields laya runs as code in its own process: a body may name them only as null.
 HOOK_FIELDS = ("hooks", "on_predict_start", "on_predict_end", "hooks_raise", "hooks_timeout")
 CONTROL_FIELDS = ("max_len", "head_max_len", "task", "lang", "lang_guess", "min_confidence")
@@ -148,7 +151,7 @@ def has_lone_surrogate(value: object) -> bool:
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if any("\ud800" <= c <= "\udfff" for c in item):
+            if SURROGATE.search(item):
                 return True
         elif isinstance(item, dict):
             stack.extend(item.keys())
@@ -158,10 +161,10 @@ def has_lone_surrogate(value: object) -> bool:
     return False
 
 
-def parse_controls(payload: dict, *, max_tokens: int, limit_note: str) -> Controls:
+def parse_controls(payload: dict, *, max_tokens: int, limit_note: Callable[[], str]) -> Controls:
     """The request's controls, each absent or null for none; RequestError (422) naming the first bad one.
     `max_tokens` bounds max_len and head_max_len: what the served checkpoint and executor admit, which
-    `limit_note` says in words."""
+    `limit_note()` says in words (built only for a refusal)."""
     budgets = {}
     for name in ("max_len", "head_max_len"):
         value = payload.get(name)
@@ -172,7 +175,7 @@ def parse_controls(payload: dict, *, max_tokens: int, limit_note: str) -> Contro
         if value <= 0:
             raise RequestError(f"{name} must be a positive number of tokens, not {value}", field=name)
         if value > max_tokens:
-            raise RequestError(f"{name} {value} is more than {limit_note}", field=name)
+            raise RequestError(f"{name} {value} is more than {limit_note()}", field=name)
         budgets[name] = value
     for name in ("lang", "lang_guess"):
         value = payload.get(name)

@@ -268,10 +268,13 @@ class Engine:
     def _controls(self, payload: dict) -> protocol04.Controls:
         """Protocol 0.4's controls of `payload`, its token budgets bounded by what this engine admits."""
         limit = self.executor.admits.max_tokens
-        note = (
-            f"model {self.model_name!r} takes here: {limit} tokens a row (its checkpoint's max_len is "
-            f"{self.config.max_len}; the {self.executor.name} executor admits {limit})"
-        )
+
+        def note() -> str:
+            return (
+                f"model {self.model_name!r} takes here: {limit} tokens a row (its checkpoint's max_len is "
+                f"{self.config.max_len}; the {self.executor.name} executor admits {limit})"
+            )
+
         return protocol04.parse_controls(payload, max_tokens=limit, limit_note=note)
 
     def warmup(self, *, every_bucket: bool = False) -> None:
