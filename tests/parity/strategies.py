@@ -446,3 +446,19 @@ def requests04(draw, max_questions: int = 4) -> dict:
     if how == 59:
         del payload["state"]
     return payload
+
+
+# A body whose score's entropy confidence rounds otherwise in float32 (laya 0.3.20) than in float64 (0.4.15)
+ENTROPY_WIDENED = {
+    "model": "english",
+    "state": _words(797, 119),
+    "questions": {
+        "b": {"type": "choice", "instructions": _words(49, 2), "criteria": [f"option {i}" for i in range(9)]},
+        "a": {"type": "noul", "instructions": "a [MASK] b"},
+        "0": {
+            "type": "score",
+            "instructions": "delivery late update crash payment yes straße naïve wants straße",
+            "criteria": [_words(119, 3000), _words(62, 444), _words(115, 262), _words(119, 24581)],
+        },
+    },
+}

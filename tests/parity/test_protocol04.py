@@ -9,7 +9,7 @@ Every checkpoint's token budget bounds max_len here (laya's own bound is 8192): 
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from . import strategies as S
 from .oracle04 import Laya04, assert_parity04
@@ -37,8 +37,9 @@ def laya04(checkpoint_dirs):
         server.close()
 
 
-@settings(max_examples=400, **SETTINGS)
+@settings(max_examples=600, **SETTINGS)
 @given(payload=S.requests04())
+@example(payload=S.ENTROPY_WIDENED)
 def test_generated_bodies_answer_as_laya_serve_0_4_15(pair, laya04, payload):
     status = assert_parity04(laya04(pair.size), pair.engine, payload)
     STATUSES[status] += 1

@@ -54,7 +54,7 @@ def decode_answers(
                 "type": "choice",
                 "choice": labels[int(p.argmax())],
                 "probabilities": {label: round(float(v), DIGITS) for label, v in zip(labels, p, strict=True)},
-                "confidence": round(_entropy_confidence(p, k), DIGITS),
+                "confidence": round(_entropy_confidence(p, k, protocol), DIGITS),
                 "answer_confidence": answer_confidence,
                 "action": action,
             }
@@ -65,7 +65,7 @@ def decode_answers(
                 "score": round(float((np.arange(k) * p).sum()), DIGITS),
                 "legend": {str(i): level for i, level in enumerate(legend)},
                 "probabilities": {str(i): round(float(v), DIGITS) for i, v in enumerate(p)},
-                "confidence": round(_entropy_confidence(p, k), DIGITS),
+                "confidence": round(_entropy_confidence(p, k, protocol), DIGITS),
                 "answer_confidence": answer_confidence,
                 "action": action,
             }
@@ -124,13 +124,14 @@ def _top_probability(p: np.ndarray, k: int) -> float:
     return _unit(p[:k].max())
 
 
-def _entropy_confidence(p: np.ndarray, k: int) -> float:
-    """1 - H(p) / log(k): how concentrated the distribution is (not calibrated)."""
+def _entropy_confidence(p: np.ndarray, k: int, protocol: str) -> float:
+    """1 - H(p) / log(k): how concentrated the distribution is (not calibrated). laya 0.3.20 divides the float32
+    entropy in float32, 0.4.15 widens it to float64 first: the fourth decimal can differ."""
     if k < 2:
         return 1.0
     p = p[:k]
     entropy = -(p * np.log(np.clip(p, 1e-12, 1.0))).sum()
-    return _unit(1.0 - entropy / math.log(k))
+    return _unit(1.0 - (entropy if protocol == V03 else float(entropy)) / math.log(k))
 
 
 def _unit(x: np.floating) -> float:
