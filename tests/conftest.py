@@ -9,18 +9,11 @@ and the run fails naming those tests; so does a run in which no test ran at all.
 
 from __future__ import annotations
 
-import os
 import random
-from pathlib import Path
 
 import pytest
 
 MAY_SKIP = ("gpu", "optional", "nvcc")
-CHECKOUT = Path(__file__).resolve().parents[1]
-
-# The processes tests start find this checkout first: a worker may run a recipe's executor
-# (LAYA_EXECUTOR=recipe.faulty_executor:make), and recipes are not installed with the package.
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(CHECKOUT), os.environ.get("PYTHONPATH"))))
 
 
 class MustRun:

@@ -22,6 +22,7 @@ HEARTBEAT_TTL_S = 3  # short, so a stopped worker's readiness expires within the
 STARTUP_TIMEOUT_S = 180  # worker load + warmup on a loaded 2-core machine
 STACK_STARTUP_TIMEOUT_S = 300  # laya-stack: synthesizing checkpoints, then workers warming up side by side
 BIN = Path(sys.executable).parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -126,7 +127,10 @@ class Launcher:
 
     def _start(self, name: str, cmd: list[str], env: dict) -> Process:
         log = self.logs / f"{name}-{len(self.started)}.log"
-        full_env = {**os.environ, "LAYA_API_KEY": API_KEY, **env}
+        # the checkout first: a worker may run a recipe's executor (LAYA_EXECUTOR=recipe.faulty_executor:make), and
+        # recipes are not installed with the package
+        path = os.pathsep.join(filter(None, (str(CHECKOUT), os.environ.get("PYTHONPATH"))))
+        full_env = {**os.environ, "PYTHONPATH": path, "LAYA_API_KEY": API_KEY, **env}
         with open(log, "wb") as out:
             popen = subprocess.Popen(cmd, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         process = Process(name, popen, log)

@@ -20,7 +20,7 @@ from laya_common.version import git_commit, package_version
 from service.helpers import NOUL, Service, request_body
 
 ROOT = Path(__file__).resolve().parents[2]
-# a fresh host: nothing of this checkout on the path (tests/conftest.py puts it there for the processes tests start)
+# a fresh host: nothing of a checkout on the path, whatever the shell running the tests has there
 FRESH_HOST = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 WORKER_ONLY = {"torch", "numpy", "safetensors", "tokenizers", "huggingface-hub", "tqdm", "tilelang"}
 
