@@ -462,3 +462,9 @@ ENTROPY_WIDENED = {
         },
     },
 }
+# Two labels whose answer keys read alike: "true" and true (laya writes the key twice)
+KEYS_ALIKE = {
+    "model": "english",
+    "state": "",
+    "questions": {"b": {"type": "choice", "instructions": "x", "criteria": ["true", True]}},
+}

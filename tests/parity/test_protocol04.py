@@ -40,6 +40,7 @@ def laya04(checkpoint_dirs):
 @settings(max_examples=600, **SETTINGS)
 @given(payload=S.requests04())
 @example(payload=S.ENTROPY_WIDENED)
+@example(payload=S.KEYS_ALIKE)
 def test_generated_bodies_answer_as_laya_serve_0_4_15(pair, laya04, payload):
     status = assert_parity04(laya04(pair.size), pair.engine, payload)
     STATUSES[status] += 1
