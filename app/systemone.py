@@ -53,11 +53,15 @@ def answer(payload: dict) -> Response:
 
 
 def timing_headers(timings: dict, submitted_at: float) -> dict[str, str]:
-    """x-queue-time, x-inference-time and x-total-time in ms (TEI's names): worker time vs HTTP time."""
+    """x-queue-time, x-inference-time and x-total-time in ms (TEI's names): worker time vs HTTP time; and
+    x-executor-time, the executor's own time over the request's pass (on the GPU for the cuda executor)."""
     queue_ms = max(0.0, (timings.get("started_at", submitted_at) - submitted_at) * 1000)
     total_ms = (time.perf_counter() - g.started) * 1000
-    return {
+    headers = {
         "x-queue-time": f"{queue_ms:.3f}",
         "x-inference-time": f"{timings.get('inference_ms', 0.0):.3f}",
         "x-total-time": f"{total_ms:.3f}",
     }
+    if "executor_ms" in timings:
+        headers["x-executor-time"] = f"{timings['executor_ms']:.3f}"
+    return headers

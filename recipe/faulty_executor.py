@@ -10,33 +10,23 @@ process's CUDA context unusable, as a faulty kernel would. The LAYA_FAULT* varia
 
 from __future__ import annotations
 
-import os
-
-from laya_common.settings import Setting, read
-from worker.engine.batch import Executor
+from laya_common.settings import Setting
+from recipe.wrapped_executor import WrappedExecutor
 
 WARMUP_FORWARDS = 2  # Engine.warmup answers one request at the smallest shape and one at the largest
-FAULT = {
-    "kind": Setting("LAYA_FAULT", "raise", "how the executor fails", choices=("raise", "cuda")),
-    "after": Setting("LAYA_FAULT_AFTER", 0, "forwards answered after the warmup before the first failure"),
-}
 
 
-def make(cfg, weights: dict, *, checkpoint, options):
-    """The factory `LAYA_EXECUTOR=recipe.faulty_executor:make` names (see `worker.engine.executors.make_executor`)."""
-    from worker.engine.executors import make_executor
-
-    inner, _ = make_executor("auto", cfg, weights, checkpoint=checkpoint, options=options)
-    fault = read(FAULT, os.environ)
-    return FaultyExecutor(inner, kind=fault["kind"], after=fault["after"])
-
-
-class FaultyExecutor(Executor):
+class FaultyExecutor(WrappedExecutor):
     """Its passes go through `forward` (the default `launch`), so every one after the warmup fails."""
 
+    SETTINGS = {
+        "kind": Setting("LAYA_FAULT", "raise", "how the executor fails", choices=("raise", "cuda")),
+        "after": Setting("LAYA_FAULT_AFTER", 0, "forwards answered after the warmup before the first failure"),
+    }
+
     def __init__(self, inner, *, kind: str, after: int) -> None:
-        self.inner, self.kind, self.answered_before_failing = inner, kind, WARMUP_FORWARDS + after
-        self.name = inner.name
+        super().__init__(inner)
+        self.kind, self.answered_before_failing = kind, WARMUP_FORWARDS + after
 
     def forward(self, batch):
         if self.answered_before_failing <= 0:
@@ -47,16 +37,6 @@ class FaultyExecutor(Executor):
     def describe(self) -> dict:
         return {**self.inner.describe(), "fault": self.kind}
 
-    def warmup(self, *, every_bucket: bool = False) -> None:
-        self.inner.warmup(every_bucket=every_bucket)
-
-    def mapping(self) -> dict[str, dict[str, str]]:
-        return self.inner.mapping()
-
-    @property
-    def admits(self):
-        return self.inner.admits
-
     def _fail(self) -> None:
         if self.kind == "cuda":
             import torch
@@ -64,3 +44,6 @@ class FaultyExecutor(Executor):
             table = torch.zeros(1, device="cuda")
             table[torch.tensor([1 << 20], device="cuda")].sum().item()  # raises at the synchronizing .item()
         raise RuntimeError("injected executor fault (recipe.faulty_executor)")
+
+
+make = FaultyExecutor.factory()  # LAYA_EXECUTOR=recipe.faulty_executor:make

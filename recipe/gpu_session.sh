@@ -12,7 +12,10 @@
 # compare      recipe.benchmark --compare: ours against laya stock bf16, laya fast and laya-cuda; batch scoring
 # readme       recipe/gpu_readme_steps.sh: the README's "Run on a GPU" steps after the installs
 # round-trips  recipe.broker_round_trips: kombu's stock QoS.append and QoS.ack on this host's Redis
-# load         recipe.load with the cuda executor: 1, 8 and 32 sync clients on one worker, the engine's busy share
+# load         recipe.load with the cuda executor: 1, 8 and 32 sync clients on one worker, the executor's busy
+#              share and issue 31's bar
+# load-ab      recipe/ab.sh --own-stack with recipe.load (1, 8, 32 clients, one worker): an older tree of the
+#              service (LAYA_AB_BASE, as overhead-ab) alternating with this one, twice
 # service      recipe/gpu_service.sh: laya-stack with the cuda executor, compare_with_backend, a job, a batch
 # overhead     recipe.http_overhead on a private stack with the cuda executor, beside the bare Celery floor
 # beside       recipe.batch_beside_sync on a private stack with the cuda executor: sync 1x77 requests while a
@@ -30,7 +33,7 @@
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n 2,32p "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n 2,34p "$0"; exit 0; }
 out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
@@ -59,6 +62,9 @@ for s in $steps; do
                  kill $! ;;
     load) LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized step load 300 python3 -m recipe.load --checkpoint "$ckpt" \
             --output "$work/load" --clients 1,8,32 --seconds 10 --workers 1 ;;
+    load-ab) step load-ab 480 recipe/ab.sh --own-stack "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" \
+               "$work/load-ab" 2 python3 -m recipe.load --checkpoint "$ckpt" --clients 1,8,32 --seconds 8 \
+               --workers 1 --output ;;
     compare) step compare 400 python3 -m recipe.benchmark --checkpoint "$ckpt" --bundle "$optimized" --compare \
                --output "$work/compare" ;;
     service) step service 120 recipe/gpu_service.sh "$ckpt" "$optimized" "$work/service" ;;

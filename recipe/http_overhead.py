@@ -7,7 +7,7 @@ LAYA_TRACE=1 (and --redis-url pointing at its Redis), every sample also carries 
 each stamped (time.time(), one clock on one host) by the process it runs in:
 
     client_sent, api_received, api_validated, api_ready, api_enqueued, worker_received, task_started,
-    engine_started, engine_finished, result_sent, api_woke, api_responded, client_received
+    engine_started, launched, engine_finished, result_sent, api_woke, api_responded, client_received
 
 The lone client then sends --samples more without asking for a trace ("1 untraced"): storing a trace
 costs the traced request nothing, but gunicorn reads the next request on the connection only once that
@@ -61,6 +61,7 @@ STAGES = (
     "worker_received",
     "task_started",
     "engine_started",
+    "launched",
     "engine_finished",
     "result_sent",
     "api_woke",

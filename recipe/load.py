@@ -2,13 +2,18 @@
 
 Starts its own service (recipe/stack.py). Each client sends POST /v1/systemone in a closed loop over a
 fixed set of requests. Passes when no request fails, every answer is byte-equal to the same request
-answered alone (sent one at a time before the load), and no worker ran two tasks at once (by its own
-stamps of taking each task and sending its answer). Per N: p50/p99 latency, throughput, and the engine's busy
-share (the engine time the worker reports per answer, x-inference-time, summed over the level's wall time and
-its workers: how much of the time the executor's host and GPU work fills). Writes load.json into --output,
-and every sample (each request's wall and engine ms) into samples.json.
+answered alone (sent one at a time before the load), and no worker held more requests in its engine at once
+than its executor holds passes (by its own stamps of starting and finishing each one). Per N: p50/p99 latency,
+throughput, and the executor's busy share (the executor time the worker reports per answer, x-executor-time:
+on the GPU for the cuda executor, summed over the level's wall time and its workers). The summary's `bar` is
+issue 31's: the smaller of 1,000/s and 80% of what the executor does alone (0.8 / its median time per request
+at the fewest clients). Writes load.json into --output, and every sample (each request's wall, engine and
+executor ms) into samples.json.
 
     python recipe/load.py --checkpoint DIR --output /tmp/load-1 [--clients 1,8,32,128] [--seconds 10]
+
+On a machine without a GPU, LAYA_EXECUTOR=recipe.paced_executor:make runs each pass beside the host as a GPU
+would, at least LAYA_PACE_MS long: how the host path keeps up with a GPU's pass time.
 """
 
 from __future__ import annotations
@@ -82,6 +87,7 @@ def run_level(
                     "status": status,
                     "ms": (time.perf_counter() - t0) * 1000,
                     "engine_ms": float(headers.get("x-inference-time", 0.0)),
+                    "executor_ms": float(headers.get("x-executor-time", 0.0)),
                     "equal": body == expected[i],
                     "job_id": headers.get("x-job-id"),
                 }
@@ -111,14 +117,15 @@ def run_level(
         "throughput_rps": len(ok) / elapsed,
         "latency": percentiles([o["ms"] for o in ok]) if ok else None,
         "engine_ms_per_request": sum(o["engine_ms"] for o in ok) / len(ok) if ok else None,
-        "engine_busy_share": sum(o["engine_ms"] for o in ok) / 1000 / elapsed,  # of one worker; divided below
+        "executor_ms_p50": percentiles([o["executor_ms"] for o in ok])["p50_ms"] if ok else None,
+        "executor_busy_share": sum(o["executor_ms"] for o in ok) / 1000 / elapsed,  # of one worker; divided below
         "job_ids": [o["job_id"] for o in ok],
-        "samples": [{"ms": round(o["ms"], 3), "engine_ms": o["engine_ms"]} for o in ok],
+        "samples": [{"ms": round(o["ms"], 3), **{k: o[k] for k in ("engine_ms", "executor_ms")}} for o in ok],
     }
 
 
 def worker_spans(redis_url: str, job_ids: list[str]) -> dict[str, list[tuple[float, float]]]:
-    """Per worker, in order, when it took each task and when it sent its answer (its own stamps)."""
+    """Per worker, in order, when it started each request's engine work and when it finished it (its own stamps)."""
     from redis import Redis
 
     redis = Redis.from_url(redis_url)
@@ -132,13 +139,21 @@ def worker_spans(redis_url: str, job_ids: list[str]) -> dict[str, list[tuple[flo
 
     spans: dict[str, list[tuple[float, float]]] = {}
     for t in wait_until(traces, 30, "every task's trace"):
-        spans.setdefault(t[b"worker"].decode(), []).append((float(t[b"worker_received"]), float(t[b"result_sent"])))
+        spans.setdefault(t[b"worker"].decode(), []).append((float(t[b"engine_started"]), float(t[b"engine_finished"])))
     return {worker: sorted(s) for worker, s in spans.items()}
 
 
-def overlapping_tasks(spans: dict[str, list[tuple[float, float]]]) -> dict[str, int]:
-    """Per worker: how many tasks it took before it had sent the answer of the one before."""
-    return {worker: sum(b[0] < a[1] for a, b in zip(s, s[1:], strict=False)) for worker, s in spans.items()}
+def most_at_once(spans: dict[str, list[tuple[float, float]]]) -> dict[str, int]:
+    """Per worker: the most requests it had between the start of their engine work and their answer at once."""
+    most = {}
+    for worker, s in spans.items():
+        events = sorted([(start, 1) for start, _ in s] + [(end, -1) for _, end in s])  # an end before a start
+        held = peak = 0
+        for _, change in events:
+            held += change
+            peak = max(peak, held)
+        most[worker] = peak
+    return most
 
 
 def outcome(level: dict) -> str:
@@ -146,8 +161,20 @@ def outcome(level: dict) -> str:
     lat = level["latency"] or {}
     return (
         f"{level['n_failed']} failed, {level['not_byte_equal']} not byte-equal, p50 {lat.get('p50_ms', 0):.1f} ms, "
-        f"p99 {lat.get('p99_ms', 0):.1f} ms, overlaps {sum(level['overlapping_tasks'].values())}"
+        f"p99 {lat.get('p99_ms', 0):.1f} ms, at most {max(level['most_at_once'].values(), default=0)} in an engine"
     )
+
+
+def bar(runs: list[dict]) -> dict | None:
+    """Issue 31's throughput bar for one worker: the smaller of 1,000/s and 80% of what its executor does alone,
+    0.8 / the median executor time per request at the fewest clients (None without an executor time)."""
+    alone = min((r for r in runs if r["workers"] == 1), key=lambda r: r["clients"], default=None)
+    if alone is None or not alone["executor_ms_p50"]:
+        return None
+    return {
+        "executor_ms_alone": alone["executor_ms_p50"],
+        "requests_per_s": min(1000.0, 0.8 * 1000 / alone["executor_ms_p50"]),
+    }
 
 
 def save(output: Path, report: dict, samples: list) -> None:
@@ -172,7 +199,7 @@ def main(
         "cpus": os.cpu_count(),
         "versions": versions(("laya-service", "celery", "kombu", "redis", "gunicorn")),
     }
-    samples: list[dict] = []  # per level: its workers, clients and every answered request's wall and engine ms
+    samples: list[dict] = []  # per level: its workers, clients and every answered request's wall, engine, executor ms
     with Stack(checkpoint, output / "logs") as stack:
         stack.start()
         expected = answers_alone(stack.frontend)
@@ -180,21 +207,27 @@ def main(
             while len(stack.workers) < n_workers:
                 stack.start_worker()
             wait_until(lambda n=n_workers: len(stack.ready_workers()) >= n, 600, f"{n_workers} ready workers")
+            holds = {w["node"]: w["info"]["limits"].get("passes_in_flight", 1) for w in stack.ready_workers()}
             for n in clients:
                 level = run_level(stack.frontend, n, seconds, expected)
-                level["overlapping_tasks"] = overlapping_tasks(worker_spans(stack.redis_url, level.pop("job_ids")))
+                level["most_at_once"] = most_at_once(worker_spans(stack.redis_url, level.pop("job_ids")))
+                level["passes_in_flight"] = holds
                 level["workers"] = n_workers
-                level["engine_busy_share"] /= n_workers
+                level["executor_busy_share"] /= n_workers
                 samples.append({"workers": n_workers, "clients": n, "samples": level.pop("samples")})
                 report["runs"].append(level)
                 save(output, report, samples)  # a run cut short still leaves its figures
                 print(
                     f"load: {n_workers} worker(s), {n:3} clients: {level['answered']} answered, "
-                    f"{level['throughput_rps']:.1f}/s, engine busy {level['engine_busy_share']:.0%}, {outcome(level)}"
+                    f"{level['throughput_rps']:.1f}/s, executor busy {level['executor_busy_share']:.0%}, "
+                    f"{outcome(level)}"
                 )
+        report["bar"] = bar(report["runs"])
     save(output, report, samples)
     passed = all(
-        r["n_failed"] == 0 and r["not_byte_equal"] == 0 and not any(r["overlapping_tasks"].values())
+        r["n_failed"] == 0
+        and r["not_byte_equal"] == 0
+        and all(n <= r["passes_in_flight"].get(worker, 1) for worker, n in r["most_at_once"].items())
         for r in report["runs"]
     )
     print(f"load: {'passed' if passed else 'FAILED'}; every figure in {output / 'load.json'}")

@@ -42,7 +42,7 @@ from recipe.batch_throughput import run_batch
 from recipe.bench_inputs import BATCH_QUESTIONS, INPUTS, batch_states
 from recipe.benchmark import provenance
 from recipe.celery_floor import percentiles
-from recipe.load import answers_alone, outcome, overlapping_tasks, run_level, worker_spans
+from recipe.load import answers_alone, most_at_once, outcome, run_level, worker_spans
 from recipe.provenance import versions
 from recipe.stack import Stack, stop, wait_until
 
@@ -136,7 +136,7 @@ def measure(
     with BatchLoop(stack.frontend, states) as batches:
         level = run_level(stack.frontend, clients, seconds, expected, requests=list(INPUTS.values()))
     spans, batch = worker_spans(stack.redis_url, level.pop("job_ids")), batches.summary()
-    for key in ("samples", "engine_busy_share"):  # recipe/load.py's own: every sample, and one worker's share
+    for key in ("samples", "executor_busy_share"):  # recipe/load.py's own: every sample, and one worker's share
         level.pop(key)
     served = sum(len(s) for s in spans.values())
     return {
@@ -148,7 +148,8 @@ def measure(
             {"worker": node, "device": workers.device_of(node), "requests": len(s), "share": len(s) / served}
             for node, s in sorted(spans.items())
         ],
-        "overlapping_tasks": overlapping_tasks(spans),
+        "most_at_once": most_at_once(spans),
+        "passes_in_flight": {w["node"]: w["info"]["limits"].get("passes_in_flight", 1) for w in stack.ready_workers()},
         "batch": batch,
     }
 
@@ -210,7 +211,7 @@ def passed(report: dict) -> bool:
         and lv["batch"]["n_failed"] == 0
         and lv["batch"]["states_answered"] > 0
         and len(lv["served"]) == lv["workers"]  # every worker served requests
-        and not any(lv["overlapping_tasks"].values())
+        and all(n <= lv["passes_in_flight"].get(worker, 1) for worker, n in lv["most_at_once"].items())
         for lv in report["levels"]
     )
     jobs = report["kill"]["jobs"] if report["kill"] else None

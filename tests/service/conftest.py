@@ -78,9 +78,19 @@ def stack(redis_server, launcher) -> Service:
 @pytest.fixture
 def private_db(redis_server):
     """A Redis database of its own for a test that breaks or restarts things (flushed before use)."""
-    url = f"{redis_server}/{next(_databases)}"
+    return _fresh_database(redis_server)
+
+
+@pytest.fixture(scope="module")
+def module_db(redis_server):
+    """A Redis database of its own for a module's service (flushed before use)."""
+    return _fresh_database(redis_server)
+
+
+def _fresh_database(redis_server: str) -> str:
     import redis
 
+    url = f"{redis_server}/{next(_databases)}"
     redis.Redis.from_url(url).flushdb()
     return url
 

@@ -223,6 +223,29 @@ def _answers(base_url: str) -> bool:
         return False
 
 
+def post_concurrently(service: Service, bodies: list[dict], clients: int) -> list[tuple[int, dict, str]]:
+    """POST each body to /v1/systemone, traced, from `clients` sessions at once (client k sends bodies k, k +
+    clients, ...); (index, answer, job id) of each, every one asserted 200."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from laya_common import contract
+
+    def client(k: int) -> list[tuple[int, dict, str]]:
+        with requests.Session() as http:
+            http.headers.update({"Authorization": f"Bearer {API_KEY}", contract.TRACE_HEADER: "1"})
+            out = []
+            for i in range(k, len(bodies), clients):
+                r = http.post(service.url("/v1/systemone"), json=bodies[i], timeout=120)
+                assert r.status_code == 200, r.text
+                out.append((i, r.json(), r.headers["x-job-id"]))
+            return out
+
+    with ThreadPoolExecutor(clients) as pool:
+        answers = [a for chunk in pool.map(client, range(clients)) for a in chunk]
+    assert len(answers) == len(bodies)
+    return answers
+
+
 def request_body(state: object, **questions: dict) -> dict:
     return {"model": "english", "state": state, "questions": questions}
 

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
-import requests
-
 from laya_common import contract
-from service.helpers import API_KEY, CHOICE, NOUL, request_body, wait_until
+from service.helpers import CHOICE, NOUL, post_concurrently, request_body, wait_until
 
 CLIENTS, PER_CLIENT = 8, 4
 
@@ -19,19 +15,7 @@ def test_concurrent_clients_get_their_own_answers_one_task_at_a_time(stack):
     ]
     expected = [stack.post("/v1/systemone", json=p).json() for p in payloads]
 
-    def client(k: int) -> list[tuple[int, dict, str]]:
-        with requests.Session() as http:
-            http.headers.update({"Authorization": f"Bearer {API_KEY}", contract.TRACE_HEADER: "1"})
-            out = []
-            for i in range(k, len(payloads), CLIENTS):
-                r = http.post(stack.url("/v1/systemone"), json=payloads[i], timeout=120)
-                assert r.status_code == 200, r.text
-                out.append((i, r.json(), r.headers["x-job-id"]))
-            return out
-
-    with ThreadPoolExecutor(CLIENTS) as pool:
-        answers = [a for chunk in pool.map(client, range(CLIENTS)) for a in chunk]
-    assert len(answers) == len(payloads)
+    answers = post_concurrently(stack, payloads, CLIENTS)
     for i, answer, _ in answers:
         assert answer == expected[i]
 

@@ -20,7 +20,7 @@ def test_a_batch_longer_than_the_health_check_interval_reaches_done(launcher, pr
     launcher.worker(service, LAYA_REDIS_HEALTH_CHECK_S=str(HEALTH_CHECK_S))
     launcher.api(service)
     service.wait_healthy()
-    states = [f"Order {i}: " + "the parcel has not arrived yet " * 8 for i in range(400)]
+    states = [f"Order {i}: " + "the parcel has not arrived yet " * 8 for i in range(1200)]
     r = service.post("/v1/batches", json={"states": states, "questions": {"late": NOUL}})
     assert r.status_code == 202, r.text
     batch_id = r.json()["id"]

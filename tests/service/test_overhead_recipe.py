@@ -8,7 +8,7 @@ from recipe import http_overhead
 from service.helpers import API_KEY
 
 API_STAGES = ("api_received", "api_validated", "api_ready", "api_enqueued", "api_woke", "api_responded")
-WORKER_STAGES = ("worker_received", "task_started", "engine_started", "engine_finished", "result_sent")
+WORKER_STAGES = ("worker_received", "task_started", "engine_started", "launched", "engine_finished", "result_sent")
 
 
 def test_overhead_recipe_stamps_every_stage_in_order(stack, tmp_path):

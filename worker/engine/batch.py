@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -74,10 +75,13 @@ class Batch:
 
 @dataclass(frozen=True)
 class Outputs:
-    """logits: [R, K] float32, -1e4 past each row's options; act_probs: [R, n_act] float32 softmax."""
+    """logits: [R, K] float32, -1e4 past each row's options; act_probs: [R, n_act] float32 softmax; executor_ms:
+    how long the pass itself took (on the GPU for the cuda executor; the forward call for one that runs it on
+    launch), what a load's busy share adds up."""
 
     logits: np.ndarray
     act_probs: np.ndarray
+    executor_ms: float | None = None
 
 
 class Pending(Protocol):
@@ -105,7 +109,11 @@ class Executor(Protocol):
 
     def launch(self, batch: Batch) -> Pending:
         """Start a pass; `result()` waits for its Outputs. By default the pass runs to completion here."""
-        return Finished(self.forward(batch))
+        t0 = time.perf_counter()
+        outputs = self.forward(batch)
+        if outputs.executor_ms is None:
+            outputs = replace(outputs, executor_ms=(time.perf_counter() - t0) * 1000)
+        return Finished(outputs)
 
     def warmup(self, *, every_bucket: bool = False) -> None:
         """Prepare the shapes requests will need (or every one it has), before the first request. Default: none."""

@@ -8,7 +8,7 @@ import json
 from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from laya_common import protocol04
 from laya_common.checkpoint import check_checkpoint
@@ -97,18 +97,29 @@ class Engine:
                 "max_len": self.config.max_len,
                 "rows_per_pass": admits.max_rows,
                 "token_step": admits.token_step,
+                "passes_in_flight": self.executor.passes_in_flight,
             },
             "versions": {**version_info(), "torch": metadata.version("torch")},
         }
 
     def decide(self, payload: dict, protocol: str = V03) -> dict:
         """The /v1/systemone response for `payload` in `protocol`; RequestError for what cannot be answered."""
+        return self.finish(self.start(payload, protocol)).response
+
+    def start(self, payload: dict, protocol: str = V03) -> Started:
+        """The host's part of `decide` before the executor's: validate and prepare `payload` and launch its pass.
+        An executor that launches asynchronously (cuda) runs it while the caller does other work until `finish`.
+        RequestError for what cannot be answered."""
         prepared = self.prepare(payload, protocol)
-        pending = self._launch(prepared.rows)
-        if pending is None:
-            return _response({}, 0)
-        outputs = self._outputs(pending)
-        return self._answer(prepared, outputs.logits, outputs.act_probs)
+        return Started(prepared, self._launch(prepared.rows))
+
+    def finish(self, started: Started) -> Answered:
+        """The response to a request `start` launched (the same as `decide`'s), once its pass is read, and how long
+        the executor took over that pass."""
+        if started.pending is None:
+            return Answered(_response({}, 0), None)
+        outputs = self._outputs(started.pending)
+        return Answered(self._answer(started.prepared, outputs.logits, outputs.act_probs), outputs.executor_ms)
 
     def decide_states(self, body: dict, protocol: str = V04) -> dict:
         """POST /v1/systemone/batch: the body's questions (and controls) asked of each of its states, rows sharing
@@ -419,6 +430,20 @@ def _state_usage(p: Prepared) -> dict:
     if collapsed:
         usage["options"] = collapsed
     return usage
+
+
+class Started(NamedTuple):
+    """A request `Engine.start` launched: its prepared rows and its pass (None when it has no questions)."""
+
+    prepared: Prepared
+    pending: Pending | None
+
+
+class Answered(NamedTuple):
+    """A response and how long the executor took over its pass (None without one)."""
+
+    response: dict
+    executor_ms: float | None
 
 
 RowRef = tuple[int, Prepared, int]  # a row of a window's pass: (payload index, its prepared request, row index)

@@ -4,21 +4,17 @@ A worker runs one task at a time, and a batch is one task that may run for minut
 boundary between two of its forward passes, at most every LAYA_BATCH_YIELD_MS, asks whether a sync request or
 a job waits for this worker's model; if one does, the engine lets its own passes in flight finish and this
 takes every waiting one (sync requests first, each recorded as unacknowledged as the worker's consumer would:
-laya_common.broker.transport's TAKE) and runs it as the Celery task would, then the batch goes on. An
+laya_common.broker.transport's TAKE) and answers them back to back as a sync request's task does
+(worker.service.back_to_back), then the batch goes on. An
 interactive caller then waits for one such window of the batch at most, and each request still runs alone in
 its pass.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import time
 
-from laya_common import contract
-from laya_common.broker.delivery import Delivery, task_argument
-
-log = logging.getLogger("laya.worker")
+from worker.service.back_to_back import answer_back_to_back
 
 
 class LetPass:
@@ -36,18 +32,5 @@ class LetPass:
 
     def run(self) -> None:
         """Answer every sync request and job waiting (the executor is idle: the engine drained its passes)."""
-        while (taken := self.runtime.take_interactive()) is not None:
-            self._run_message(*taken)
+        answer_back_to_back(self.runtime)
         self._next_look = time.monotonic() + self.every_s  # the batch gets a whole window before the next look
-
-    def _run_message(self, queue: str, raw: bytes) -> None:
-        message = json.loads(raw)
-        delivery = Delivery.of_message(queue, message)
-        trace = {"worker_received": time.time()} if message["headers"].get(contract.TRACE_MESSAGE_HEADER) else None
-        try:
-            payload = task_argument(message, contract.TASK_DECIDE)
-        except ValueError as e:
-            log.error("laya worker: refused message %s from %s: %s", delivery.id, queue, e)
-            self.runtime.refuse(delivery, str(e))
-            return
-        self.runtime.decide(delivery, payload, trace=trace)

@@ -8,10 +8,11 @@ its metrics and its message's acknowledgement (acks late: the answer is written 
 laya_common.broker.transport). An executor failure answers that request with a 500 envelope, marks the
 worker failed, and asks Celery for a warm shutdown, which acknowledges the answered task and exits
 non-zero; a task that reaches a failed engine is requeued.
-A batch is scored in windows; between two of them, the sync requests and jobs waiting run first
-(worker.service.let_pass), so a batch holds an interactive caller for one window at most. A cancelled job or
-batch (its result key holds the cancellation) is acknowledged without being run; a running batch stops at
-its next window.
+A sync request's task then answers the sync requests and jobs waiting back to back, each one's host work done
+while the pass before it runs (worker.service.back_to_back). A batch is scored in windows; between two of them,
+the sync requests and jobs waiting run first (worker.service.let_pass), so a batch holds an interactive caller for
+one window at most. A cancelled job or batch (its result key holds the cancellation) is acknowledged without being
+run; a running batch stops at its next window.
 A worker that dies whole leaves its task to the others, or to the next one to start (worker.service.redelivery).
 """
 
@@ -33,6 +34,7 @@ from laya_common.broker import queues, transport
 from laya_common.broker.delivery import Delivery
 from laya_common.version import version_info
 from worker.service import tracing
+from worker.service.back_to_back import Message, answer_back_to_back
 from worker.service.batch_input import BatchInput
 from worker.service.heartbeat import Heartbeat, executor_bucket, record_executor_seconds
 from worker.service.let_pass import LetPass
@@ -137,6 +139,17 @@ def _load_engine(settings: WorkerSettings):
     return engine
 
 
+class Running:
+    """A request `Runtime.begin` took up: its message, when it was taken, when its engine work started (wall
+    and monotonic clocks) and its launched pass."""
+
+    __slots__ = ("message", "taken_at", "started_at", "t0", "started")
+
+    def __init__(self, message: Message, taken_at: float) -> None:
+        self.message, self.taken_at = message, taken_at
+        self.started_at, self.t0, self.started = 0.0, taken_at, None
+
+
 class Runtime:
     def __init__(self, settings: WorkerSettings, engine, redis, heartbeat: Heartbeat) -> None:
         self.settings, self.engine, self.redis, self.heartbeat = settings, engine, redis, heartbeat
@@ -144,34 +157,72 @@ class Runtime:
         self._append_at = redis.register_script(APPEND_AT)
         self.let_pass = LetPass(self, every_s=settings.batch_yield_ms / 1000)
 
-    def decide(self, delivery: Delivery, payload: dict, trace: dict[str, float] | None = None) -> None:
-        """Answer one request: its envelope (response, or the error the API will answer with) goes to its result key."""
+    def answer(self, message: Message) -> None:
+        """The Celery task of a sync request or a job: answer it, then every one waiting
+        (worker.service.back_to_back)."""
+        self._refuse_if_failed()
+        answer_back_to_back(self, message)
+
+    def begin(self, message: Message) -> Running | None:
+        """Start answering a sync request or a job (worker.service.back_to_back): its pass launched, to `end`; or
+        None once its envelope is stored already (a request error, a /v1/systemone/batch call, which runs whole,
+        a job cancelled while queued, a redelivered request answered before its worker died)."""
+        delivery, payload, trace = message
         tracing.stamp(trace, "task_started")
-        taken_at = time.perf_counter()
-        with self._holding(delivery):
-            # a job may have been cancelled while queued, a redelivered request answered before its worker died
-            if (delivery.work_class == "jobs" or delivery.redelivered) and self._has_result(delivery):
-                self._settle(delivery)
-                return
-            tracing.stamp(trace, "engine_started")
-            started_at, t0 = time.time(), time.perf_counter()
-            seconds = None
-            protocol = payload.get(contract.PROTOCOL_KEY, contract.V03)
-            try:
-                if "states" in payload:  # POST /v1/systemone/batch
-                    response = self.engine.decide_states(payload, protocol)
-                else:
-                    response = self.engine.decide(payload, protocol)
-            except contract.RequestError as e:
-                envelope = contract.error_envelope(e.kind, e.detail, field=e.field)
-            except Exception as e:
-                envelope = self._failure(e)
-            else:
-                seconds = time.perf_counter() - t0
-                envelope = contract.ok_envelope(response, _timings(started_at, seconds))
-            tracing.stamp(trace, "engine_finished")
-            self._store(delivery, envelope, executor_seconds=seconds, trace=trace)
-        self.heartbeat.drain.observe(delivery.work_class or "sync", time.perf_counter() - taken_at)
+        running = Running(message, taken_at=time.perf_counter())
+        self.heartbeat.tasks[delivery.id] = delivery.tag  # a job reads "running", and no other worker redelivers it
+        if (delivery.work_class == "jobs" or delivery.redelivered) and self._has_result(delivery):
+            self._settle(delivery)
+            self._release(running)
+            return None
+        tracing.stamp(trace, "engine_started")
+        running.started_at, running.t0 = time.time(), time.perf_counter()
+        protocol = payload.get(contract.PROTOCOL_KEY, contract.V03)
+        try:
+            if "states" not in payload:
+                running.started = self.engine.start(payload, protocol)
+                tracing.stamp(trace, "launched")
+                return running
+            response = self.engine.decide_states(payload, protocol)
+        except contract.RequestError as e:
+            self._conclude(running, contract.error_envelope(e.kind, e.detail, field=e.field))
+        except Exception as e:
+            self._conclude(running, self._failure(e))
+        else:
+            self._conclude_with(running, response)
+        return None
+
+    def end(self, running: Running) -> None:
+        """Read the pass `begin` launched and store the request's answer."""
+        try:
+            answered = self.engine.finish(running.started)
+        except Exception as e:
+            self._conclude(running, self._failure(e))
+        else:
+            self._conclude_with(running, answered.response, answered.executor_ms)
+
+    def abandon(self, running: Running) -> None:
+        """Leave a request unanswered (an error stopped the worker's loop): its pass is waited for, so that the
+        executor is free, and its message, no longer named by this worker, is redelivered."""
+        with contextlib.suppress(Exception):
+            self.engine.finish(running.started)
+        self.heartbeat.tasks.pop(running.message.delivery.id, None)
+
+    def _conclude_with(self, running: Running, response: dict, executor_ms: float | None = None) -> None:
+        seconds = time.perf_counter() - running.t0
+        timings = _timings(running.started_at, seconds, executor_ms)
+        self._conclude(running, contract.ok_envelope(response, timings), executor_seconds=seconds)
+
+    def _conclude(self, running: Running, envelope: dict, *, executor_seconds: float | None = None) -> None:
+        delivery, _, trace = running.message
+        tracing.stamp(trace, "engine_finished")
+        self._store(delivery, envelope, executor_seconds=executor_seconds, trace=trace)
+        self._release(running)
+
+    def _release(self, running: Running) -> None:
+        delivery = running.message.delivery
+        self.heartbeat.tasks.pop(delivery.id, None)
+        self.heartbeat.drain.observe(delivery.work_class or "sync", time.perf_counter() - running.taken_at)
 
     def decide_batch(self, delivery: Delivery, batch: dict) -> None:
         """Score a batch ({"model", "total", "questions"?}, its states or requests in Redis: worker.service.batch_input)
@@ -227,7 +278,7 @@ class Runtime:
         keys = transport.take_keys(self.settings.model)
         try:
             taken = self.redis.eval(transport.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
-        except OutOfMemoryError:  # refused before its pop (transport.TAKE): it waits for the next window
+        except OutOfMemoryError:  # refused before its pop (transport.TAKE): it waits in its queue for a later take
             return None
         return (taken[0].decode(), taken[1]) if taken else None
 
@@ -344,13 +395,17 @@ class Runtime:
             # a bug outside the executor: this request fails, the executor is intact and keeps serving
             log.exception("laya worker: internal error")
             return contract.error_envelope("executor_failure", f"internal error in the worker ({type(error).__name__})")
-        log.error("laya worker: executor failure, stopping: %s", error)
-        self.failed = True
         detail = f"the {self.engine.executor.name} executor failed; this worker has stopped"
-        self.heartbeat.fail(detail)
-        os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown: the task in hand is stored and acknowledged
+        if not self.failed:  # the first failure stops the worker; a pass launched behind it may fail too
+            log.error("laya worker: executor failure, stopping: %s", error)
+            self.failed = True
+            self.heartbeat.fail(detail)
+            os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown: the task in hand is stored and acknowledged
         return contract.error_envelope("executor_failure", detail)
 
 
-def _timings(started_at: float, seconds: float) -> dict:
-    return {"started_at": started_at, "finished_at": time.time(), "inference_ms": round(seconds * 1000, 3)}
+def _timings(started_at: float, seconds: float, executor_ms: float | None = None) -> dict:
+    timings = {"started_at": started_at, "finished_at": time.time(), "inference_ms": round(seconds * 1000, 3)}
+    if executor_ms is not None:
+        timings["executor_ms"] = round(executor_ms, 3)
+    return timings

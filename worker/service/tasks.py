@@ -11,12 +11,14 @@ from celery import shared_task
 from laya_common import contract
 from laya_common.broker.delivery import Delivery
 from worker.service import lifecycle, tracing
+from worker.service.back_to_back import Message
 
 
 @shared_task(name=contract.TASK_DECIDE, bind=True)
 def decide(self, payload: dict) -> None:
-    """One /v1/systemone request -> ok_envelope(response) or error_envelope(kind, ...) at its result key."""
-    lifecycle.current().decide(Delivery.of(self.request), payload, trace=tracing.of(self.request))
+    """One /v1/systemone request (or job) -> ok_envelope(response) or error_envelope(kind, ...) at its result key;
+    then the sync requests and jobs waiting, back to back (worker.service.back_to_back)."""
+    lifecycle.current().answer(Message(Delivery.of(self.request), payload, tracing.of(self.request)))
 
 
 @shared_task(name=contract.TASK_DECIDE_BATCH, bind=True)

@@ -220,7 +220,7 @@ class CudaExecutor(Executor):
             self.gpu_ms_total += self.last_gpu_ms
         out = landing.numpy()
         slot.in_flight = False
-        return Outputs(out[:, :K].copy(), out[:, K:].copy())
+        return Outputs(out[:, :K].copy(), out[:, K:].copy(), self.last_gpu_ms if slot.events else None)
 
     def _run(self, R: int, L: int) -> None:
         key = (R, L)

@@ -1,0 +1,73 @@
+"""Sync requests answered back to back (worker/service/back_to_back.py): while one request's pass runs, the next
+request is taken, prepared and launched; each answer is still the one its request gets alone.
+
+The worker runs recipe/paced_executor.py: the reference executor's passes on a thread of their own, each at least
+PACE_MS long, as a GPU runs them beside the host, two in flight as the cuda executor holds them.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from laya_common import contract
+from service.helpers import CHOICE, NOUL, SCORE, Service, post_concurrently, request_body, wait_until
+
+PACE_MS, DEPTH = 40, 2
+CLIENTS, PER_CLIENT = 6, 4
+
+
+@pytest.fixture(scope="module")
+def paced(module_db, launcher) -> Service:
+    service = Service(module_db)
+    launcher.worker(service, LAYA_EXECUTOR="recipe.paced_executor:make", LAYA_PACE_MS=str(PACE_MS))
+    launcher.api(service)
+    service.wait_healthy()
+    yield service
+    for process in service.processes:
+        process.stop()
+
+
+def payloads() -> list[dict]:
+    shapes = [{"refund": NOUL}, {"refund": NOUL, "topic": CHOICE}, {"anger": SCORE}, {"topic": CHOICE, "anger": SCORE}]
+    return [
+        request_body(f"Client {i}: order {i * 7} arrived {'late ' * (i % 5)}, what now?", **shapes[i % len(shapes)])
+        for i in range(CLIENTS * PER_CLIENT)
+    ]
+
+
+def test_concurrent_requests_overlap_their_host_work_with_the_pass_before_and_get_their_lone_answers(paced):
+    bodies = payloads()
+    alone = [paced.post("/v1/systemone", json=body) for body in bodies]
+    assert all(r.status_code == 200 for r in alone), [r.text for r in alone if r.status_code != 200]
+    assert all(float(r.headers["x-executor-time"]) >= PACE_MS for r in alone)  # the pass's own time, paced
+
+    answers = post_concurrently(paced, bodies, CLIENTS)
+    for i, answer, _ in answers:
+        assert answer == alone[i].json(), f"request {i} answered differently under load"
+
+    redis = paced.redis()
+
+    def worker_traces() -> list[dict] | None:  # each written with its answer
+        traces = [redis.hgetall(contract.trace_key(job_id)) for _, _, job_id in answers]
+        return traces if all(b"result_sent" in t for t in traces) else None
+
+    traces = wait_until(worker_traces, 10, "the worker's trace of every request")
+    # each request from the start of its host work to its answer decoded: the next one's host work began while
+    # a pass ran (otherwise a request would wait for the one before to be answered), never more than DEPTH at once
+    spans = sorted((float(t[b"engine_started"]), float(t[b"engine_finished"])) for t in traces)
+    overlapping = sum(start < end for (_, end), (start, _) in zip(spans, spans[1:], strict=False))
+    assert overlapping >= len(spans) // 2, f"only {overlapping} of {len(spans)} requests started during a pass"
+    for (_, end), (start, _) in zip(spans, spans[DEPTH:], strict=False):
+        assert start >= end, "more passes in flight than the executor holds"
+
+
+def test_a_job_queued_behind_sync_requests_is_answered_in_the_same_run(paced):
+    job = paced.post("/v1/jobs", json=request_body("Where is my parcel?", refund=NOUL))
+    assert job.status_code == 202, job.text
+    with ThreadPoolExecutor(4) as pool:
+        sync = list(pool.map(lambda b: paced.post("/v1/systemone", json=b), payloads()[:8]))
+    assert all(r.status_code == 200 for r in sync)
+    done = paced.wait_job(job.headers["Location"])
+    assert done["status"] == "done" and set(done["result"]["answers"]) == {"refund"}

@@ -1,0 +1,76 @@
+"""Sync requests and jobs answered back to back: while one request's pass runs, the next one's host work proceeds.
+
+A worker runs one Celery task at a time, and between two tasks its consumer takes the next message. So the task of
+a sync request or a job does not end with its own answer. While its pass runs (the cuda executor launches passes
+asynchronously), the task takes the next waiting sync request or job itself, with laya_common.broker.transport's
+TAKE: sync requests first, each class first in first out, each message recorded as unacknowledged just as the
+consumer records it. It prepares that request and launches its pass behind the running one, up to the passes
+the executor holds (`passes_in_flight`). Only then does it read the older pass, and it answers and acknowledges
+that request while the newer pass runs. It returns once nothing waits and every pass it launched is answered.
+
+Each request still runs alone in its own pass, so its answer is the one it gets alone. A batch lets waiting
+requests pass the same way, between two of its windows (worker.service.let_pass).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from typing import NamedTuple
+
+from laya_common import contract
+from laya_common.broker.delivery import Delivery, task_argument
+
+log = logging.getLogger("laya.worker")
+
+
+class Message(NamedTuple):
+    """A sync request or a job to answer: which message it came in, its payload, and its trace (None untraced)."""
+
+    delivery: Delivery
+    payload: dict
+    trace: dict[str, float] | None
+
+
+def answer_back_to_back(runtime, first: Message | None = None) -> None:
+    """Answer `first` (if given), then every sync request and job waiting, until none waits.
+
+    `runtime` is the worker's (worker.service.lifecycle.Runtime): `begin` launches a request's pass (or answers it
+    at once), `end` reads the pass and stores the answer."""
+    depth = max(1, runtime.engine.executor.passes_in_flight)
+    in_flight: deque = deque()
+    try:
+        while True:
+            if len(in_flight) < depth and not runtime.failed:
+                message, first = (first if first is not None else take(runtime)), None
+                if message is not None:
+                    if "states" in message.payload:  # POST /v1/systemone/batch: its passes need the whole executor
+                        while in_flight:
+                            runtime.end(in_flight.popleft())
+                    if (task := runtime.begin(message)) is not None:
+                        in_flight.append(task)
+                    continue
+            if not in_flight:
+                return
+            runtime.end(in_flight.popleft())
+    finally:
+        while in_flight:  # an error ended the loop: the executor is freed, each message waits for redelivery
+            runtime.abandon(in_flight.popleft())
+
+
+def take(runtime) -> Message | None:
+    """The next waiting sync request or job, recorded as unacknowledged; None when none waits. A message that
+    cannot be run is answered with a 400 and acknowledged, and the next one is taken."""
+    while (taken := runtime.take_interactive()) is not None:
+        queue, raw = taken
+        message = json.loads(raw)
+        delivery = Delivery.of_message(queue, message)
+        trace = {"worker_received": time.time()} if message["headers"].get(contract.TRACE_MESSAGE_HEADER) else None
+        try:
+            return Message(delivery, task_argument(message, contract.TASK_DECIDE), trace)
+        except ValueError as e:
+            log.error("laya worker: refused message %s from %s: %s", delivery.id, queue, e)
+            runtime.refuse(delivery, str(e))
+    return None
