@@ -4,21 +4,25 @@ machine without one (not a service setting):
     LAYA_EXECUTOR=recipe.paced_executor:make  [LAYA_PACE_MS=1.2]  [LAYA_PACE_DEPTH=2]
 
 It wraps the executor "auto" picks and runs each pass on a thread of its own, one pass after another as a GPU
-stream runs them: `launch` returns at once, and `result()` waits for the pass. A pass takes at least
-LAYA_PACE_MS (the H200's executor time at 1x77 by default), so the host's work per request can be compared with
-a GPU's time per pass on any machine. It holds LAYA_PACE_DEPTH passes in flight, as the cuda executor holds two.
-Answers are the wrapped executor's, unchanged. The LAYA_PACE_* variables are read here alone.
+stream runs them: `launch` returns at once, and `result()` waits for the pass. A pass takes LAYA_PACE_MS (the
+H200's executor time at 1x77 by default), so the host's work per request can be set against a GPU's time per
+pass on any machine: a pass whose rows it ran before returns the outputs it had then, without this machine's
+forward (a load sends the same requests over and over); a new one runs the wrapped executor's forward first,
+and takes longer. It holds LAYA_PACE_DEPTH passes in flight, as the cuda executor holds two. Answers are the
+wrapped executor's, unchanged. The LAYA_PACE_* variables are read here alone.
 """
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from laya_common.settings import Setting
 from recipe.wrapped_executor import WrappedExecutor
 from worker.engine.batch import Batch, Executor, Outputs
+
+REMEMBERED = 1024  # passes whose outputs are kept
 
 
 class PacedExecutor(WrappedExecutor):
@@ -31,6 +35,7 @@ class PacedExecutor(WrappedExecutor):
         super().__init__(inner)
         self.pass_s, self.passes_in_flight = pass_ms / 1000, depth
         self._stream = ThreadPoolExecutor(1, thread_name_prefix="paced-pass")
+        self._ran: dict[bytes, Outputs] = {}  # a pass's rows -> its outputs, for the REMEMBERED latest
 
     def launch(self, batch: Batch) -> Future:
         return self._stream.submit(self._run, batch)
@@ -40,7 +45,11 @@ class PacedExecutor(WrappedExecutor):
 
     def _run(self, batch: Batch) -> Outputs:
         t0 = time.perf_counter()
-        outputs = self.inner.forward(batch)
+        key = b"".join(a.tobytes() + repr(a.shape).encode() for a in (getattr(batch, f.name) for f in fields(batch)))
+        outputs = self._ran.pop(key, None) or self.inner.forward(batch)
+        self._ran[key] = outputs  # the most recent last
+        if len(self._ran) > REMEMBERED:
+            del self._ran[next(iter(self._ran))]
         time.sleep(max(0.0, t0 + self.pass_s - time.perf_counter()))
         return replace(outputs, executor_ms=(time.perf_counter() - t0) * 1000)
 

@@ -36,9 +36,10 @@ def free_port() -> int:
 
 
 def checkout_env() -> dict[str, str]:
-    """This environment with the checkout first on PYTHONPATH: recipes are not installed with the package, and a
-    worker a recipe starts may run one of them (LAYA_EXECUTOR=recipe.faulty_executor:make)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(CHECKOUT), os.environ.get("PYTHONPATH"))))}
+    """This environment with the checkout on PYTHONPATH: recipes are not installed with the package, and a worker
+    a recipe starts may run one of them (LAYA_EXECUTOR=recipe.faulty_executor:make). After what PYTHONPATH holds
+    already: recipe/ab.sh puts an older tree of the service there, ahead of this one."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (os.environ.get("PYTHONPATH"), str(CHECKOUT))))}
 
 
 def command(name: str) -> str:

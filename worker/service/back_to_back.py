@@ -41,11 +41,16 @@ def answer_back_to_back(runtime, first: Message | None = None) -> None:
     at once), `end` reads the pass and stores the answer."""
     depth = max(1, runtime.engine.executor.passes_in_flight)
     in_flight: deque = deque()
+    # Once a take found nothing, the loop takes again only while a pass runs, when the take costs no time: with
+    # nothing in flight it returns, and the consumer's own wait takes what comes next (a lone caller's answer is
+    # not followed by a round trip for nothing before the worker waits again).
+    found = True
     try:
         while True:
-            if len(in_flight) < depth and not runtime.failed:
+            if len(in_flight) < depth and not runtime.failed and (in_flight or found):
                 message, first = (first if first is not None else take(runtime)), None
-                if message is not None:
+                found = message is not None
+                if found:
                     if "states" in message.payload:  # POST /v1/systemone/batch: its passes need the whole executor
                         while in_flight:
                             runtime.end(in_flight.popleft())
