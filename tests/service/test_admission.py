@@ -136,3 +136,33 @@ def test_work_taken_or_answered_while_redis_is_full_waits_for_room_and_is_not_lo
     for job_id in ids:
         assert service.wait_job(f"/v1/jobs/{job_id}", timeout_s=60)["status"] == "done"
     assert worker.popen.poll() is None and db.zcard("unacked_index") == 0
+
+
+def test_an_answer_stored_with_the_next_take_while_redis_is_full_waits_for_room_and_nothing_is_lost(
+    launcher, bounded_redis
+):
+    """A job's pass in flight (recipe/paced_executor.py: 3 s) when Redis fills: its answer and the take of the next
+    job, sent in one round trip (worker/service/back_to_back.py), are both refused; the answer waits for room, the
+    next job stays queued, and both are answered once there is room."""
+    url, db, fill = bounded_redis
+    service = Service(url)
+    worker = launcher.worker(
+        service, LAYA_HEARTBEAT_TTL_S="30", LAYA_EXECUTOR="recipe.paced_executor:make", LAYA_PACE_MS="3000"
+    )
+    launcher.api(service)
+    service.wait_healthy(timeout_s=120)
+    first = service.post("/v1/jobs", json=request_body("refund?", q=NOUL)).json()["id"]
+    wait_until(lambda: db.zcard("unacked_index") == 1, 2, "the first job taken")  # its pass now runs for 3 s
+    with paused(worker):
+        second = service.post("/v1/jobs", json=request_body("refund now?", q=NOUL)).json()["id"]
+        fill()
+        # a filled Redis sits at its bound, where a freed buffer lets the next write through: held well past it
+        db.config_set("maxmemory", db.info("memory")["used_memory"] // 2)
+    wait_until(lambda: "answer waits" in worker.tail(), 30, "the first answer to meet the full Redis")
+    assert worker.popen.poll() is None, worker.tail()
+    assert db.llen(queues.queue_name("english", "jobs")) == 1  # the second job: not taken while Redis was full
+    db.config_set("maxmemory", "16mb")
+    db.delete(*db.keys("filler:*"))
+    for job_id in (first, second):
+        assert service.wait_job(f"/v1/jobs/{job_id}", timeout_s=60)["status"] == "done"
+    assert worker.popen.poll() is None and db.zcard("unacked_index") == 0

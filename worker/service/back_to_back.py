@@ -6,7 +6,8 @@ asynchronously), the task takes the next waiting sync request or job itself, wit
 TAKE: sync requests first, each class first in first out, each message recorded as unacknowledged just as the
 consumer records it. It prepares that request and launches its pass behind the running one, up to the passes
 the executor holds (`passes_in_flight`). Only then does it read the older pass, and it answers and acknowledges
-that request while the newer pass runs. It returns once nothing waits and every pass it launched is answered.
+that request while the newer pass runs, taking the next message in the same round trip as the answer. It returns
+once nothing waits and every pass it launched is answered.
 
 Each request still runs alone in its own pass, so its answer is the one it gets alone. A batch lets waiting
 requests pass the same way, between two of its windows (worker.service.let_pass).
@@ -35,40 +36,42 @@ class Message(NamedTuple):
 
 
 def answer_back_to_back(runtime, first: Message | None = None) -> None:
-    """Answer `first` (if given), then every sync request and job waiting, until none waits.
+    """Answer `first` (if given, else what waits), then every sync request and job waiting, until none waits.
 
     `runtime` is the worker's (worker.service.lifecycle.Runtime): `begin` launches a request's pass (or answers it
-    at once), `end` reads the pass and stores the answer."""
+    at once), `end` reads the pass and stores the answer, taking the next message in the same round trip."""
     depth = max(1, runtime.engine.executor.passes_in_flight)
     in_flight: deque = deque()
-    # Once a take found nothing, the loop takes again only while a pass runs, when the take costs no time: with
-    # nothing in flight it returns, and the consumer's own wait takes what comes next (a lone caller's answer is
-    # not followed by a round trip for nothing before the worker waits again).
-    found = True
+    message = first if first is not None else take(runtime)
     try:
         while True:
-            if len(in_flight) < depth and not runtime.failed and (in_flight or found):
-                message, first = (first if first is not None else take(runtime)), None
-                found = message is not None
-                if found:
-                    if "states" in message.payload:  # POST /v1/systemone/batch: its passes need the whole executor
-                        while in_flight:
-                            runtime.end(in_flight.popleft())
-                    if (task := runtime.begin(message)) is not None:
-                        in_flight.append(task)
-                    continue
+            if message is not None:
+                if "states" in message.payload:  # POST /v1/systemone/batch: its passes need the whole executor
+                    while in_flight:
+                        runtime.end(in_flight.popleft())
+                if (task := runtime.begin(message)) is not None:
+                    in_flight.append(task)
+                # with room for another pass, the next message is taken while the passes in flight run
+                message = take(runtime) if len(in_flight) < depth and not runtime.failed else None
+                continue
             if not in_flight:
                 return
-            runtime.end(in_flight.popleft())
+            # the oldest pass answered and the next message taken in one round trip, while the newer pass runs
+            message = read(runtime, runtime.end(in_flight.popleft(), take_next=not runtime.failed))
     finally:
         while in_flight:  # an error ended the loop: the executor is freed, each message waits for redelivery
             runtime.abandon(in_flight.popleft())
 
 
 def take(runtime) -> Message | None:
-    """The next waiting sync request or job, recorded as unacknowledged; None when none waits. A message that
-    cannot be run is answered with a 400 and acknowledged, and the next one is taken."""
-    while (taken := runtime.take_interactive()) is not None:
+    """The next waiting sync request or job, recorded as unacknowledged; None when none waits."""
+    return read(runtime, runtime.take_interactive())
+
+
+def read(runtime, taken: tuple[str, bytes] | None) -> Message | None:
+    """A message as taken ((queue, message as queued), or None) to answer. One that cannot be run is answered
+    with a 400 and acknowledged, and the next one is taken."""
+    while taken is not None:
         queue, raw = taken
         message = json.loads(raw)
         delivery = Delivery.of_message(queue, message)
@@ -78,4 +81,5 @@ def take(runtime) -> Message | None:
         except ValueError as e:
             log.error("laya worker: refused message %s from %s: %s", delivery.id, queue, e)
             runtime.refuse(delivery, str(e))
+        taken = runtime.take_interactive()
     return None

@@ -192,14 +192,14 @@ class Runtime:
             self._conclude_with(running, response)
         return None
 
-    def end(self, running: Running) -> None:
-        """Read the pass `begin` launched and store the request's answer."""
+    def end(self, running: Running, *, take_next: bool = False) -> tuple[str, bytes] | None:
+        """Read the pass `begin` launched and store the request's answer; with `take_next`, take the next waiting
+        sync request or job in the same round trip (as `take_interactive`)."""
         try:
             answered = self.engine.finish(running.started)
         except Exception as e:
-            self._conclude(running, self._failure(e))
-        else:
-            self._conclude_with(running, answered.response, answered.executor_ms)
+            return self._conclude(running, self._failure(e), take_next=take_next)
+        return self._conclude_with(running, answered.response, answered.executor_ms, take_next=take_next)
 
     def abandon(self, running: Running) -> None:
         """Leave a request unanswered (an error stopped the worker's loop): its pass is waited for, so that the
@@ -208,16 +208,22 @@ class Runtime:
             self.engine.finish(running.started)
         self.heartbeat.tasks.pop(running.message.delivery.id, None)
 
-    def _conclude_with(self, running: Running, response: dict, executor_ms: float | None = None) -> None:
+    def _conclude_with(
+        self, running: Running, response: dict, executor_ms: float | None = None, *, take_next: bool = False
+    ) -> tuple[str, bytes] | None:
         seconds = time.perf_counter() - running.t0
         timings = _timings(running.started_at, seconds, executor_ms)
-        self._conclude(running, contract.ok_envelope(response, timings), executor_seconds=seconds)
+        envelope = contract.ok_envelope(response, timings)
+        return self._conclude(running, envelope, executor_seconds=seconds, take_next=take_next)
 
-    def _conclude(self, running: Running, envelope: dict, *, executor_seconds: float | None = None) -> None:
+    def _conclude(
+        self, running: Running, envelope: dict, *, executor_seconds: float | None = None, take_next: bool = False
+    ) -> tuple[str, bytes] | None:
         delivery, _, trace = running.message
         tracing.stamp(trace, "engine_finished")
-        self._store(delivery, envelope, executor_seconds=executor_seconds, trace=trace)
+        taken = self._store(delivery, envelope, executor_seconds=executor_seconds, trace=trace, take_next=take_next)
         self._release(running)
+        return taken
 
     def _release(self, running: Running) -> None:
         delivery = running.message.delivery
@@ -275,12 +281,13 @@ class Runtime:
     def take_interactive(self) -> tuple[str, bytes] | None:
         """The next waiting sync request or job of this worker's model ((queue, message as queued), recorded as
         unacknowledged), or None."""
+        pipe = self.redis.pipeline(transaction=False)
+        self._queue_take(pipe)
+        return _taken(pipe.execute(raise_on_error=False)[0])
+
+    def _queue_take(self, pipe) -> None:
         keys = transport.take_keys(self.settings.model)
-        try:
-            taken = self.redis.eval(transport.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
-        except OutOfMemoryError:  # refused before its pop (transport.TAKE): it waits in its queue for a later take
-            return None
-        return (taken[0].decode(), taken[1]) if taken else None
+        pipe.eval(transport.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
 
     def interactive_waiting(self) -> bool:
         pipe = self.redis.pipeline(transaction=False)
@@ -318,9 +325,12 @@ class Runtime:
         executor_seconds: float | None = None,
         trace: dict[str, float] | None = None,
         drop: str | None = None,
-    ) -> None:
+        take_next: bool = False,
+    ) -> tuple[str, bytes] | None:
         """Write a task's envelope, its metrics and its trace, and acknowledge its message, in one round trip (and
-        delete the key `drop`: a finished batch's input)."""
+        delete the key `drop`: a finished batch's input). With `take_next`, the next waiting sync request or job is
+        taken in the same round trip, after the answer (the waiting API wakes first), and returned as
+        `take_interactive` returns it."""
         job_id, ttl_s = delivery.id, self.settings.result_ttl_s
         bucket = executor_bucket(executor_seconds) if executor_seconds is not None else None
 
@@ -344,7 +354,20 @@ class Runtime:
             if drop is not None:
                 pipe.delete(drop)
 
-        self._write_when_room(fill, delivery)
+        if not take_next:
+            self._write_when_room(fill, delivery)
+            return None
+        pipe = self.redis.pipeline(transaction=False)
+        fill(pipe)
+        self._queue_take(pipe)
+        *stored, taken = pipe.execute(raise_on_error=False)
+        if any(isinstance(result, OutOfMemoryError) for result in stored):
+            self._write_when_room(fill, delivery)  # the answer waits for room; what TAKE took (if it ran) stays taken
+        else:
+            for result in stored:
+                if isinstance(result, Exception):
+                    raise result
+        return _taken(taken)
 
     def _write_when_room(self, fill, delivery: Delivery) -> None:
         """Send the pipeline `fill` fills in; while Redis refuses it for being past its maxmemory, send it again
@@ -402,6 +425,16 @@ class Runtime:
             self.heartbeat.fail(detail)
             os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown: the task in hand is stored and acknowledged
         return contract.error_envelope("executor_failure", detail)
+
+
+def _taken(result) -> tuple[str, bytes] | None:
+    """TAKE's reply in a pipeline run without raising: (queue, message) or None (nothing waits, or a Redis past its
+    maxmemory refused it before its pop: the message waits in its queue for a later take)."""
+    if isinstance(result, OutOfMemoryError) or not result:
+        return None
+    if isinstance(result, Exception):
+        raise result
+    return result[0].decode(), result[1]
 
 
 def _timings(started_at: float, seconds: float, executor_ms: float | None = None) -> dict:
