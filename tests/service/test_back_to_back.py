@@ -7,12 +7,16 @@ PACE_MS long, as a GPU runs them beside the host, two in flight as the cuda exec
 
 from __future__ import annotations
 
+import signal
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
 
 from laya_common import contract
-from service.helpers import CHOICE, NOUL, SCORE, Service, post_concurrently, request_body, wait_until
+from laya_common.broker import queues
+from service.helpers import API_KEY, CHOICE, NOUL, SCORE, Service, post_concurrently, request_body, wait_until
 
 PACE_MS, DEPTH = 40, 2
 CLIENTS, PER_CLIENT = 6, 4
@@ -71,3 +75,45 @@ def test_a_job_queued_behind_sync_requests_is_answered_in_the_same_run(paced):
     assert all(r.status_code == 200 for r in sync)
     done = paced.wait_job(job.headers["Location"])
     assert done["status"] == "done" and set(done["result"]["answers"]) == {"refund"}
+
+
+def test_a_warm_shutdown_under_steady_load_stops_taking_and_loses_nothing(private_db, launcher):
+    """SIGTERM while callers keep the queue full: the worker answers what it holds and exits, instead of answering
+    what keeps coming; what it left queued is answered by the next worker. While no worker is ready, a new request
+    is refused (503) and never accepted."""
+    service = Service(private_db)
+    worker = launcher.worker(service, LAYA_EXECUTOR="recipe.paced_executor:make", LAYA_PACE_MS="20")
+    launcher.api(service)
+    service.wait_healthy()
+    bodies, stop = payloads(), threading.Event()
+    statuses: list[int] = []
+
+    def answered() -> bool:
+        return 200 in statuses
+
+    def client(k: int) -> None:
+        with requests.Session() as http:
+            http.headers["Authorization"] = f"Bearer {API_KEY}"
+            while not stop.is_set():
+                r = http.post(service.url("/v1/systemone"), json=bodies[k % len(bodies)], timeout=120)
+                statuses.append(r.status_code)
+
+    with ThreadPoolExecutor(4) as pool:
+        callers = [pool.submit(client, k) for k in range(4)]
+        try:
+            # answering, so Celery's consumer runs (and its warm shutdown handler is in place), with requests queued
+            wait_until(
+                lambda: answered() and service.redis().llen(queues.queue_name("english", "sync")) > 0,
+                30,
+                "requests answered and requests queued",
+            )
+            worker.popen.send_signal(signal.SIGTERM)
+            assert worker.popen.wait(15) == 0, worker.tail()  # it answers the passes in flight, and exits
+            service.processes.remove(worker)
+            launcher.worker(service)
+            service.wait_healthy()  # the requests the first left queued are answered now
+        finally:
+            stop.set()
+        for caller in callers:
+            caller.result()
+    assert 200 in statuses and set(statuses) <= {200, 503}, statuses

@@ -9,7 +9,8 @@ the executor holds (`passes_in_flight`). Only then does it read the older pass, 
 that request while the newer pass runs, taking the next message in the same round trip as the answer. It returns
 once nothing waits and every pass it launched is answered.
 
-Each request still runs alone in its own pass, so its answer is the one it gets alone. A batch lets waiting
+Each request still runs alone in its own pass, so its answer is the one it gets alone. Once a shutdown begins (or
+the executor fails) it takes nothing more and returns when what it holds is answered. A batch lets waiting
 requests pass the same way, between two of its windows (worker.service.let_pass).
 """
 
@@ -42,7 +43,7 @@ def answer_back_to_back(runtime, first: Message | None = None) -> None:
     at once), `end` reads the pass and stores the answer, taking the next message in the same round trip."""
     depth = max(1, runtime.engine.executor.passes_in_flight)
     in_flight: deque = deque()
-    message = first if first is not None else take(runtime)
+    message = first if first is not None or not runtime.taking else take(runtime)
     try:
         while True:
             if message is not None:
@@ -52,12 +53,12 @@ def answer_back_to_back(runtime, first: Message | None = None) -> None:
                 if (task := runtime.begin(message)) is not None:
                     in_flight.append(task)
                 # with room for another pass, the next message is taken while the passes in flight run
-                message = take(runtime) if len(in_flight) < depth and not runtime.failed else None
+                message = take(runtime) if len(in_flight) < depth and runtime.taking else None
                 continue
             if not in_flight:
                 return
             # the oldest pass answered and the next message taken in one round trip, while the newer pass runs
-            message = read(runtime, runtime.end(in_flight.popleft(), take_next=not runtime.failed))
+            message = read(runtime, runtime.end(in_flight.popleft(), take_next=runtime.taking))
     finally:
         while in_flight:  # an error ended the loop: the executor is freed, each message waits for redelivery
             runtime.abandon(in_flight.popleft())
@@ -81,5 +82,5 @@ def read(runtime, taken: tuple[str, bytes] | None) -> Message | None:
         except ValueError as e:
             log.error("laya worker: refused message %s from %s: %s", delivery.id, queue, e)
             runtime.refuse(delivery, str(e))
-        taken = runtime.take_interactive()
+        taken = runtime.take_interactive() if runtime.taking else None
     return None

@@ -16,7 +16,7 @@ import os
 import sys
 
 from celery import Celery
-from celery.signals import task_received
+from celery.signals import task_received, worker_shutting_down
 
 from laya_common import contract
 from laya_common.broker import transport
@@ -48,6 +48,13 @@ celery = make_celery(settings)
 @task_received.connect
 def _stamp_received(request, **_: object) -> None:
     tracing.on_received(request)
+
+
+@worker_shutting_down.connect
+def _stop_taking(**_: object) -> None:
+    """Sent in the main process when a shutdown begins (SIGTERM, SIGINT): a task answering requests back to back
+    takes no more and returns once what it holds is answered, so that the worker can stop."""
+    lifecycle.stop_taking()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -111,6 +111,12 @@ def stop() -> None:
         _runtime.heartbeat.stop()
 
 
+def stop_taking() -> None:
+    """The worker is shutting down: the task running takes no more messages itself (worker.service.back_to_back)."""
+    if _runtime is not None:
+        _runtime.stopping = True
+
+
 def failed() -> bool:
     return _runtime is not None and _runtime.failed
 
@@ -154,6 +160,7 @@ class Runtime:
     def __init__(self, settings: WorkerSettings, engine, redis, heartbeat: Heartbeat) -> None:
         self.settings, self.engine, self.redis, self.heartbeat = settings, engine, redis, heartbeat
         self.failed = False
+        self.stopping = False  # a shutdown has begun: Celery's consumer takes nothing more, and neither does a task
         self._append_at = redis.register_script(APPEND_AT)
         self.let_pass = LetPass(self, every_s=settings.batch_yield_ms / 1000)
 
@@ -277,6 +284,11 @@ class Runtime:
     def refuse(self, delivery: Delivery, detail: str) -> None:
         """Answer a message that cannot be run with a 400 envelope, and acknowledge it."""
         self._store(delivery, contract.error_envelope("bad_request", detail))
+
+    @property
+    def taking(self) -> bool:
+        """Whether a task may take messages itself: not once the executor failed or a shutdown began."""
+        return not (self.failed or self.stopping)
 
     def take_interactive(self) -> tuple[str, bytes] | None:
         """The next waiting sync request or job of this worker's model ((queue, message as queued), recorded as
