@@ -86,11 +86,19 @@ class Heartbeat:
 
 
 class DrainRates:
-    """Seconds a task of each class of work took, from taking it to storing its answer, as a moving average
-    (each new task weighs DRAIN_WEIGHT): batches per batch, the others per request."""
+    """Seconds of the worker's time a task of each class of work took, as a moving average (each new task weighs
+    DRAIN_WEIGHT): batches per batch, the others per request. A task answered alone took its time from taking it
+    to storing its answer; one taken while another was still in hand (answered back to back) from the other's
+    answer to its own, so that tasks in hand together do not count their shared time twice."""
 
     def __init__(self) -> None:
         self._seconds: dict[str, float] = {}
+        self._last_answered = float("-inf")  # time.perf_counter() of the last answer
+
+    def answered(self, work_class: str, taken_at: float, now: float) -> None:
+        """A task of `work_class` taken at `taken_at` was answered at `now` (time.perf_counter())."""
+        self.observe(work_class, now - max(taken_at, self._last_answered))
+        self._last_answered = now
 
     def observe(self, work_class: str, seconds: float) -> None:
         before = self._seconds.get(work_class)

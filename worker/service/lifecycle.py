@@ -235,7 +235,7 @@ class Runtime:
     def _release(self, running: Running) -> None:
         delivery = running.message.delivery
         self.heartbeat.tasks.pop(delivery.id, None)
-        self.heartbeat.drain.observe(delivery.work_class or "sync", time.perf_counter() - running.taken_at)
+        self.heartbeat.drain.answered(delivery.work_class or "sync", running.taken_at, time.perf_counter())
 
     def decide_batch(self, delivery: Delivery, batch: dict) -> None:
         """Score a batch ({"model", "total", "questions"?}, its states or requests in Redis: worker.service.batch_input)
