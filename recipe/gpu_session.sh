@@ -61,9 +61,9 @@ for s in $steps; do
                    --output "$work/round-trips"
                  kill $! ;;
     load) LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized step load 300 python3 -m recipe.load --checkpoint "$ckpt" \
-            --output "$work/load" --clients 1,8,32 --seconds 10 --workers 1 ;;
+            --output "$work/load" --inputs 1x77 --clients 1,8,32 --seconds 10 --workers 1 ;;
     load-ab) step load-ab 480 recipe/ab.sh --own-stack "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" \
-               "$work/load-ab" 2 python3 -m recipe.load --checkpoint "$ckpt" --clients 1,8,32 --seconds 8 \
+               "$work/load-ab" 2 python3 -m recipe.load --checkpoint "$ckpt" --inputs 1x77 --clients 1,8,32 --seconds 8 \
                --workers 1 --output ;;
     compare) step compare 400 python3 -m recipe.benchmark --checkpoint "$ckpt" --bundle "$optimized" --compare \
                --output "$work/compare" ;;

@@ -8,9 +8,10 @@ throughput, and the executor's busy share (the executor time the worker reports 
 on the GPU for the cuda executor, summed over the level's wall time and its workers). The summary's `bar` is
 issue 31's: the smaller of 1,000/s and 80% of what the executor does alone (0.8 / its median time per request
 at the fewest clients). Writes load.json into --output, and every sample (each request's wall, engine and
-executor ms) into samples.json.
+executor ms) into samples.json; per level also the latency of each request sent (`latency_by_request`, by its
+index in `requests`).
 
-    python recipe/load.py --checkpoint DIR --output /tmp/load-1 [--clients 1,8,32,128] [--seconds 10]
+    python recipe/load.py --checkpoint DIR --output /tmp/load-1 [--clients 1,8,32,128] [--seconds 10] [--inputs 1x77]
 
 On a machine without a GPU, LAYA_EXECUTOR=recipe.paced_executor:make runs each pass beside the host as a GPU
 would, at least LAYA_PACE_MS long: how the host path keeps up with a GPU's pass time.
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 
 from laya_common import contract
+from recipe.bench_inputs import INPUTS
 from recipe.celery_floor import percentiles
 from recipe.client import Client
 from recipe.provenance import versions
@@ -116,6 +118,9 @@ def run_level(
         "not_byte_equal": sum(not o["equal"] for o in ok),
         "throughput_rps": len(ok) / elapsed,
         "latency": percentiles([o["ms"] for o in ok]) if ok else None,
+        "latency_by_request": {
+            str(i): percentiles(ms) for i in range(len(requests)) if (ms := [o["ms"] for o in ok if o["request"] == i])
+        },
         "engine_ms_per_request": sum(o["engine_ms"] for o in ok) / len(ok) if ok else None,
         "executor_ms_p50": percentiles([o["executor_ms"] for o in ok])["p50_ms"] if ok else None,
         "executor_busy_share": sum(o["executor_ms"] for o in ok) / 1000 / elapsed,  # of one worker; divided below
@@ -189,11 +194,12 @@ def main(
     clients: tuple[int, ...] = CLIENTS,
     seconds: float = SECONDS,
     workers: tuple[int, ...] = WORKERS,
+    requests: list[dict] = REQUESTS,
 ) -> int:
     output.mkdir(parents=True, exist_ok=True)
     report = {
         "command": sys.argv,
-        "requests": REQUESTS,
+        "requests": requests,
         "seconds_per_level": seconds,
         "runs": [],
         "cpus": os.cpu_count(),
@@ -202,14 +208,14 @@ def main(
     samples: list[dict] = []  # per level: its workers, clients and every answered request's wall, engine, executor ms
     with Stack(checkpoint, output / "logs") as stack:
         stack.start()
-        expected = answers_alone(stack.frontend)
+        expected = answers_alone(stack.frontend, requests)
         for n_workers in workers:
             while len(stack.workers) < n_workers:
                 stack.start_worker()
             wait_until(lambda n=n_workers: len(stack.ready_workers()) >= n, 600, f"{n_workers} ready workers")
             holds = {w["node"]: w["info"]["limits"].get("passes_in_flight", 1) for w in stack.ready_workers()}
             for n in clients:
-                level = run_level(stack.frontend, n, seconds, expected)
+                level = run_level(stack.frontend, n, seconds, expected, requests)
                 level["most_at_once"] = most_at_once(worker_spans(stack.redis_url, level.pop("job_ids")))
                 level["passes_in_flight"] = holds
                 level["workers"] = n_workers
@@ -248,8 +254,19 @@ def cli(argv: list[str] | None = None) -> int:
         default=",".join(map(str, WORKERS)),
         help="comma-separated numbers of workers on the queue, in order (default: %(default)s)",
     )
+    p.add_argument(
+        "--inputs",
+        default="",
+        help="comma-separated benchmark inputs to send instead of this recipe's four requests, by the start of "
+        f"their names ({', '.join(INPUTS)}): 1x77 is issue 31's load",
+    )
     args = p.parse_args(argv)
+    names = [n.strip() for n in args.inputs.split(",") if n.strip()]
+    chosen = [key for name in names for key in INPUTS if key.startswith(name)]
+    if len(chosen) != len(names):
+        p.error(f"--inputs {args.inputs!r}: each must start exactly one of {', '.join(INPUTS)}")
     return main(
+        requests=[INPUTS[key] for key in chosen] or REQUESTS,
         checkpoint=args.checkpoint,
         output=args.output,
         clients=tuple(int(n) for n in args.clients.split(",")),
