@@ -1,15 +1,16 @@
 """An executor that runs its passes as a GPU would, beside the host, for measuring the worker's host path on a
 machine without one (not a service setting):
 
-    LAYA_EXECUTOR=recipe.paced_executor:make  [LAYA_PACE_MS=1.2]  [LAYA_PACE_DEPTH=2]
+    LAYA_EXECUTOR=recipe.paced_executor:make  [LAYA_PACE_MS=1.2]  [LAYA_PACE_DEPTH=2]  [LAYA_PACE_INNER=auto]
 
-It wraps the executor "auto" picks and runs each pass on a thread of its own, one pass after another as a GPU
-stream runs them: `launch` returns at once, and `result()` waits for the pass. A pass takes LAYA_PACE_MS (the
-H200's executor time at 1x77 by default), so the host's work per request can be set against a GPU's time per
-pass on any machine: a pass whose rows it ran before returns the outputs it had then, without this machine's
-forward (a load sends the same requests over and over); a new one runs the wrapped executor's forward first,
-and takes longer. It holds LAYA_PACE_DEPTH passes in flight, as the cuda executor holds two. Answers are the
-wrapped executor's, unchanged. The LAYA_PACE_* variables are read here alone.
+It wraps the executor "auto" picks (or the one LAYA_PACE_INNER names: recipe.faulty_executor:make) and runs
+each pass on a thread of its own, one pass after another as a GPU stream runs them: `launch` returns at once, and
+`result()` waits for the pass. A pass takes LAYA_PACE_MS (the H200's executor time at 1x77 by default), so the
+host's work per request can be set against a GPU's time per pass on any machine: a pass whose rows it ran before
+returns the outputs it had then, without this machine's forward (a load sends the same requests over and over); a
+new one runs the wrapped executor's forward first, and takes longer. It holds LAYA_PACE_DEPTH passes in flight, as
+the cuda executor holds two. Answers are the wrapped executor's, unchanged. The LAYA_PACE_* variables are read
+here alone.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class PacedExecutor(WrappedExecutor):
     SETTINGS = {
         "pass_ms": Setting("LAYA_PACE_MS", 1.2, "the least time a pass takes, in ms"),
         "depth": Setting("LAYA_PACE_DEPTH", 2, "passes launched and not read yet that it holds"),
+        "inner": Setting("LAYA_PACE_INNER", "auto", "the executor it paces, by a name LAYA_EXECUTOR takes"),
     }
 
     def __init__(self, inner: Executor, *, pass_ms: float, depth: int) -> None:

@@ -11,20 +11,23 @@ from worker.engine.batch import Executor
 
 class WrappedExecutor(Executor):
     """Names, limits, warmup and kernels of `inner`; a subclass changes how passes run, and takes SETTINGS (read
-    from the environment by `factory`) as keyword arguments."""
+    from the environment by `factory`) as keyword arguments, but for "inner": the executor it wraps, by a name
+    LAYA_EXECUTOR takes (default auto)."""
 
     SETTINGS: dict[str, Setting] = {}
 
     @classmethod
     def factory(cls):
         """The factory a LAYA_EXECUTOR=MODULE:FACTORY name points at (worker.engine.executors.make_executor): this
-        class around the executor `auto` picks here, with its SETTINGS."""
+        class around the executor its "inner" setting names (or `auto` picks), with its SETTINGS."""
 
         def make(cfg, weights: dict, *, checkpoint, options) -> Executor:
             from worker.engine.executors import make_executor
 
             settings = read(cls.SETTINGS, os.environ)
-            inner, _ = make_executor("auto", cfg, weights, checkpoint=checkpoint, options=options)
+            inner, _ = make_executor(
+                settings.pop("inner", "auto"), cfg, weights, checkpoint=checkpoint, options=options
+            )
             return cls(inner, **settings)
 
         return make

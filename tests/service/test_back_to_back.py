@@ -17,6 +17,7 @@ import requests
 from laya_common import contract
 from laya_common.broker import queues
 from service.helpers import API_KEY, CHOICE, NOUL, SCORE, Service, post_concurrently, request_body, wait_until
+from service.test_classes_of_work import paused
 
 PACE_MS, DEPTH = 40, 2
 CLIENTS, PER_CLIENT = 6, 4
@@ -117,3 +118,28 @@ def test_a_warm_shutdown_under_steady_load_stops_taking_and_loses_nothing(privat
         for caller in callers:
             caller.result()
     assert 200 in statuses and set(statuses) <= {200, 503}, statuses
+
+
+def test_a_request_launched_behind_a_pass_that_fails_the_executor_is_answered_by_the_next_worker(private_db, launcher):
+    """Two requests in flight when the first one's pass fails the executor: the first is answered 500, the second
+    goes back on its queue (it was not to blame), and the next worker to start answers it."""
+    service = Service(private_db)
+    failing = launcher.worker(
+        service,
+        LAYA_EXECUTOR="recipe.paced_executor:make",
+        LAYA_PACE_INNER="recipe.faulty_executor:make",  # every pass after the warmup raises
+        LAYA_PACE_MS="300",
+    )
+    launcher.api(service)
+    service.wait_healthy()
+    redis, sync = service.redis(), queues.queue_name("english", "sync")
+    with ThreadPoolExecutor(2) as pool:
+        with paused(failing):  # both queued, so the second is taken and launched while the first one's pass runs
+            calls = [pool.submit(service.post, "/v1/systemone", json=body) for body in payloads()[:2]]
+            wait_until(lambda: redis.llen(sync) == 2, 10, "both requests queued")
+        assert failing.popen.wait(60) == 1, failing.tail()
+        assert "put back on its queue" in failing.tail()
+        service.processes.remove(failing)
+        launcher.worker(service)
+        answers = [call.result() for call in calls]
+    assert sorted(r.status_code for r in answers) == [200, 500], [r.text for r in answers]

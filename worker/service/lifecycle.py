@@ -7,7 +7,8 @@ A task writes its envelope to its result key (which the API blocks on) in the sa
 its metrics and its message's acknowledgement (acks late: the answer is written first; see
 laya_common.broker.transport). An executor failure answers that request with a 500 envelope, marks the
 worker failed, and asks Celery for a warm shutdown, which acknowledges the answered task and exits
-non-zero; a task that reaches a failed engine is requeued.
+non-zero; a task that reaches a failed engine is requeued, and so is a request whose pass was launched behind
+the failed one.
 A sync request's task then answers the sync requests and jobs waiting back to back, each one's host work done
 while the pass before it runs (worker.service.back_to_back). A batch is scored in windows; between two of them,
 the sync requests and jobs waiting run first (worker.service.let_pass), so a batch holds an interactive caller for
@@ -94,7 +95,7 @@ def start(settings: WorkerSettings, celery) -> Runtime:
     try:
         engine = _load_engine(settings)
         heartbeat.record.update(executor=engine.executor.name, info=engine.info())
-        _runtime = Runtime(settings, engine, redis, heartbeat)
+        _runtime = Runtime(settings, engine, redis, heartbeat, transport.Records(celery, redis))
         heartbeat.start()
     except Exception as e:
         log.exception("laya worker: the engine did not start")
@@ -157,8 +158,11 @@ class Running:
 
 
 class Runtime:
-    def __init__(self, settings: WorkerSettings, engine, redis, heartbeat: Heartbeat) -> None:
+    def __init__(
+        self, settings: WorkerSettings, engine, redis, heartbeat: Heartbeat, records: transport.Records
+    ) -> None:
         self.settings, self.engine, self.redis, self.heartbeat = settings, engine, redis, heartbeat
+        self.records = records  # kombu's records of unacknowledged messages, to put back a request left unanswered
         self.failed = False
         self.stopping = False  # a shutdown has begun: Celery's consumer takes nothing more, and neither does a task
         self._append_at = redis.register_script(APPEND_AT)
@@ -205,6 +209,9 @@ class Runtime:
         try:
             answered = self.engine.finish(running.started)
         except Exception as e:
+            if self.failed:  # launched behind a pass that failed the executor: another worker answers it
+                self._requeue(running)
+                return None
             return self._conclude(running, self._failure(e), take_next=take_next)
         return self._conclude_with(running, answered.response, answered.executor_ms, take_next=take_next)
 
@@ -214,6 +221,18 @@ class Runtime:
         with contextlib.suppress(Exception):
             self.engine.finish(running.started)
         self.heartbeat.tasks.pop(running.message.delivery.id, None)
+
+    def _requeue(self, running: Running) -> None:
+        """Put a request this failed worker cannot answer back at the head of its queue (kombu's restore), and ring
+        the doorbell, so that a warm worker takes it now."""
+        delivery = running.message.delivery
+        self.heartbeat.tasks.pop(delivery.id, None)
+        if delivery.tag is None:
+            return
+        self.records.restore(delivery.tag)
+        bell = queues.bell_key(self.settings.model)
+        self.redis.pipeline().lpush(bell, 1).ltrim(bell, 0, 0).execute()
+        log.warning("laya worker: %s put back on its queue for another worker", delivery.id)
 
     def _conclude_with(
         self, running: Running, response: dict, executor_ms: float | None = None, *, take_next: bool = False
@@ -228,6 +247,7 @@ class Runtime:
     ) -> tuple[str, bytes] | None:
         delivery, _, trace = running.message
         tracing.stamp(trace, "engine_finished")
+        take_next = take_next and self.taking  # not once this answer's own failure stopped the worker
         taken = self._store(delivery, envelope, executor_seconds=executor_seconds, trace=trace, take_next=take_next)
         self._release(running)
         return taken
