@@ -57,6 +57,7 @@ def test_timing_headers_and_job_id(stack):
     assert r.status_code == 200
     queue, inference, total = (float(r.headers[h]) for h in ("x-queue-time", "x-inference-time", "x-total-time"))
     assert 0 < inference < total and queue >= 0
+    assert 0 < float(r.headers["x-executor-time"]) < inference  # the pass alone, within the engine's time
     assert len(r.headers["x-job-id"]) == 32 and int(r.headers["x-job-id"], 16) >= 0  # 128 bits, in hex
 
 
