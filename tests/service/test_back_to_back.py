@@ -143,3 +143,15 @@ def test_a_request_launched_behind_a_pass_that_fails_the_executor_is_answered_by
         launcher.worker(service)
         answers = [call.result() for call in calls]
     assert sorted(r.status_code for r in answers) == [200, 500], [r.text for r in answers]
+
+
+def test_a_worker_stopped_as_soon_as_it_says_ready_stops_gracefully(private_db, launcher):
+    """Readiness is announced once Celery's consumer is ready, its shutdown handlers in place: a SIGTERM as soon as
+    the worker's record says ready is a warm shutdown (exit 0, the record withdrawn), not a kill by the signal."""
+    service = Service(private_db)
+    worker = launcher.worker(service)
+    redis = service.redis()
+    wait_until(lambda: redis.keys("laya:worker:*"), 120, "the worker's ready record", interval_s=0.01)
+    worker.popen.send_signal(signal.SIGTERM)
+    assert worker.popen.wait(30) == 0, worker.tail()
+    assert not redis.keys("laya:worker:*")

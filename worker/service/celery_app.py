@@ -1,9 +1,9 @@
 """`laya-worker`: the Celery worker that owns one executor (one GPU) and serves one model's queues.
 
-One process does it all: it loads the checkpoint and answers a real warmup request, announces
-readiness in Redis (what /health reads), and only then starts Celery's solo pool on the model's
-queues (one per class of work, taken in the order of laya_common.broker.queues), running each task in this
-process, one at a time. Tasks are acknowledged after their answer
+One process does it all: it loads the checkpoint and answers a real warmup request, and only then starts
+Celery's solo pool on the model's queues (one per class of work, taken in the order of laya_common.broker.queues),
+running each task in this process, one at a time; once the consumer is ready, it announces readiness in Redis
+(what /health reads). Tasks are acknowledged after their answer
 is written (acks late, prefetch 1). If the process dies, the task it held goes back to the queue
 once its heartbeat has expired, taken by another worker or the next one to start. An executor
 failure stops the worker with status 1; run it under a supervisor that starts a fresh one.
@@ -16,7 +16,7 @@ import os
 import sys
 
 from celery import Celery
-from celery.signals import task_received, worker_shutting_down
+from celery.signals import task_received, worker_ready, worker_shutting_down
 
 from laya_common import contract
 from laya_common.broker import transport
@@ -48,6 +48,11 @@ celery = make_celery(settings)
 @task_received.connect
 def _stamp_received(request, **_: object) -> None:
     tracing.on_received(request)
+
+
+@worker_ready.connect
+def _announce(**_: object) -> None:
+    lifecycle.announce()
 
 
 @worker_shutting_down.connect

@@ -40,7 +40,10 @@ class Heartbeat:
 
     def start(self) -> None:
         """Announce readiness now and keep it fresh until `fail` or `stop`, doing the per-beat work after each."""
-        self._publish("ready", self.ttl_s)
+        try:
+            self._publish("ready", self.ttl_s)
+        except Exception as e:  # Redis unreachable for a moment: the first beat tries again
+            self._warn(e)
         self._thread.start()
 
     def fail(self, detail: str) -> None:

@@ -1,8 +1,9 @@
 """The engine of one worker process: loaded and warmed before the worker takes a task, stopped for good when it fails.
 
 `laya-worker` runs Celery's solo pool: the process that takes a task from Redis runs it, one at a time.
-It builds the engine and answers a real warmup first, announces readiness in Redis, and only then
-starts consuming the model's queues, so a warming worker holds no task that an idle one could run.
+It builds the engine and answers a real warmup first, and only then starts consuming the model's queues, so a
+warming worker holds no task that an idle one could run; it announces readiness in Redis once Celery's consumer
+is ready (its shutdown handlers are in place by then).
 A task writes its envelope to its result key (which the API blocks on) in the same round trip as
 its metrics and its message's acknowledgement (acks late: the answer is written first; see
 laya_common.broker.transport). An executor failure answers that request with a 500 envelope, marks the
@@ -76,7 +77,7 @@ _runtime: Runtime | None = None
 
 
 def start(settings: WorkerSettings, celery) -> Runtime:
-    """Load, warm up and announce this process's engine.
+    """Load and warm up this process's engine (`announce` says it is ready, once Celery's consumer is).
 
     :raise: whatever stopped it, once the worker's record says it failed.
     """
@@ -96,14 +97,21 @@ def start(settings: WorkerSettings, celery) -> Runtime:
         engine = _load_engine(settings)
         heartbeat.record.update(executor=engine.executor.name, info=engine.info())
         _runtime = Runtime(settings, engine, redis, heartbeat, transport.Records(celery, redis))
-        heartbeat.start()
     except Exception as e:
         log.exception("laya worker: the engine did not start")
         with contextlib.suppress(Exception):  # Redis may be what failed
             heartbeat.fail(f"startup failed ({type(e).__name__}); see the worker's log")
         raise
-    log.info("laya worker: %s executor warm, serving queues %s", engine.executor.name, ", ".join(settings.queues))
     return _runtime
+
+
+def announce() -> None:
+    """Celery's consumer is ready, its shutdown handlers in place: say this worker is ready (what /health reads).
+    Before them, a SIGTERM would kill a worker the API already counted as ready."""
+    if _runtime is not None and not _runtime.failed:
+        _runtime.heartbeat.start()
+        settings = _runtime.settings
+        log.info("laya worker: %s executor warm, serving queues %s", _runtime.engine.executor.name, settings.queues)
 
 
 def stop() -> None:
