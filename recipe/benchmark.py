@@ -40,19 +40,23 @@ OURS = "ours"
 
 
 class Ours:
-    """Our engine: engine time around decide, executor time from the cuda executor's GPU events."""
+    """Our engine: engine time around decide (`Engine.start` then `finish`, as `decide` runs them), executor time
+    the pass's own (the cuda executor's GPU events)."""
 
     def __init__(self, checkpoint: Path, executor: str, options) -> None:
         from worker.engine.engine import Engine
 
         self.engine = Engine(checkpoint, executor=executor, options=options)
         self.engine.warmup()
+        self._executor_ms: float | None = None
 
     def decide(self, payload: dict) -> dict:
-        return self.engine.decide(payload)
+        answered = self.engine.finish(self.engine.start(payload))
+        self._executor_ms = answered.executor_ms
+        return answered.response
 
     def executor_ms(self) -> float | None:
-        return getattr(self.engine.executor, "last_gpu_ms", None)
+        return self._executor_ms
 
 
 class LayaAgent:

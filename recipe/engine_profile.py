@@ -71,8 +71,8 @@ def host_stages(engine, payload: dict, samples: int = 200) -> dict[str, float]:
         if i >= 20:
             for stage, start, end in zip(STAGES, t[:-1], t[1:], strict=True):
                 times[stage].append((end - start) * 1e3)
-            if getattr(engine.executor, "last_gpu_ms", None) is not None:
-                times["executor (GPU)"].append(engine.executor.last_gpu_ms)
+            if outputs.executor_ms is not None:
+                times["executor (GPU)"].append(outputs.executor_ms)
     return {stage: round(statistics.median(ms), 4) for stage, ms in times.items()}
 
 

@@ -152,7 +152,6 @@ class CudaExecutor(Executor):
         self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
         # one capture stream: torch keeps a cuBLAS workspace per stream, so a stream per capture would hold many
         self._capture_stream = torch.cuda.Stream(self.device) if self.graphs else None
-        self.last_gpu_ms: float | None = None
         self.gpu_ms_total = 0.0  # every pass's executor time so far: how busy batch scoring keeps the GPU
         self.failed: str | None = None
 
@@ -214,13 +213,14 @@ class CudaExecutor(Executor):
         return PendingPass(self, slot, landing, K)
 
     def _collect(self, slot: _Slot, landing: Tensor, K: int) -> Outputs:
+        gpu_ms = None
         if slot.events:
             slot.events[1].synchronize()  # a kernel error surfaces here
-            self.last_gpu_ms = slot.events[0].elapsed_time(slot.events[1])
-            self.gpu_ms_total += self.last_gpu_ms
+            gpu_ms = slot.events[0].elapsed_time(slot.events[1])
+            self.gpu_ms_total += gpu_ms
         out = landing.numpy()
         slot.in_flight = False
-        return Outputs(out[:, :K].copy(), out[:, K:].copy(), self.last_gpu_ms if slot.events else None)
+        return Outputs(out[:, :K].copy(), out[:, K:].copy(), gpu_ms)
 
     def _run(self, R: int, L: int) -> None:
         key = (R, L)
