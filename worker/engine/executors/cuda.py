@@ -152,7 +152,6 @@ class CudaExecutor(Executor):
         self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
         # one capture stream: torch keeps a cuBLAS workspace per stream, so a stream per capture would hold many
         self._capture_stream = torch.cuda.Stream(self.device) if self.graphs else None
-        self.gpu_ms_total = 0.0  # every pass's executor time so far: how busy batch scoring keeps the GPU
         self.failed: str | None = None
 
     # ---- the forward pass
@@ -217,7 +216,6 @@ class CudaExecutor(Executor):
         if slot.events:
             slot.events[1].synchronize()  # a kernel error surfaces here
             gpu_ms = slot.events[0].elapsed_time(slot.events[1])
-            self.gpu_ms_total += gpu_ms
         out = landing.numpy()
         slot.in_flight = False
         return Outputs(out[:, :K].copy(), out[:, K:].copy(), gpu_ms)
