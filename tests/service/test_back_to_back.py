@@ -78,6 +78,20 @@ def test_a_job_queued_behind_sync_requests_is_answered_in_the_same_run(paced):
     assert done["status"] == "done" and set(done["result"]["answers"]) == {"refund"}
 
 
+def test_a_call_of_many_states_among_requests_answered_back_to_back_gets_its_lone_answer(paced):
+    """A POST /v1/systemone/batch taken in the middle of requests in flight waits for their passes, runs whole, and
+    answers as it does alone; so do the requests around it."""
+    calls = [("/v1/systemone", body) for body in payloads()[:6]]
+    calls.insert(
+        3, ("/v1/systemone/batch", {"model": "english", "states": ["late", "refund?", "no"], "questions": {"q": NOUL}})
+    )
+    alone = [paced.post(path, json=body).json() for path, body in calls]
+    with ThreadPoolExecutor(len(calls)) as pool:
+        together = list(pool.map(lambda call: paced.post(call[0], json=call[1]), calls))
+    assert [r.status_code for r in together] == [200] * len(calls)
+    assert [r.json() for r in together] == alone
+
+
 def test_a_warm_shutdown_under_steady_load_stops_taking_and_loses_nothing(private_db, launcher):
     """SIGTERM while callers keep the queue full: the worker answers what it holds and exits, instead of answering
     what keeps coming; what it left queued is answered by the next worker. While no worker is ready, a new request
