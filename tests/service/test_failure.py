@@ -125,3 +125,35 @@ def test_a_warming_worker_takes_nothing_from_the_queue(private_db, launcher):
     assert first_drained > 0 and samples[first_drained][1]  # the queue kept the job all through the warmup
     _, envelope = redis.blpop([contract.result_key(job.id)], timeout=60)
     assert json.loads(envelope)["ok"]
+
+
+def test_a_warm_shutdown_mid_batch_requeues_it_and_the_next_worker_finishes_it(private_db, launcher):
+    """SIGTERM while a worker scores a batch: it stops after its current window and exits 0, the batch back on its
+    queue; the next worker goes on after the states stored, each state once, in order."""
+    service = Service(private_db)
+    # passes of at least 400 ms, two states a window: the batch alone takes this worker over 20 s
+    worker = launcher.worker(
+        service, LAYA_BATCH_CHUNK="2", LAYA_EXECUTOR="recipe.paced_executor:make", LAYA_PACE_MS="400"
+    )
+    launcher.api(service)
+    service.wait_healthy()
+    states = [f"state {i} " + "words " * 20 for i in range(100)]
+    batch_id = service.post("/v1/batches", json={"states": states, "questions": {"q": NOUL}}).json()["id"]
+    wait_until(lambda: service.get(f"/v1/batches/{batch_id}").json()["done"] >= 4, 60, "the batch to start")
+    worker.popen.send_signal(signal.SIGTERM)
+    assert worker.popen.wait(15) == 0, worker.tail()
+    assert "requeued after" in worker.tail()
+    stopped_at = service.get(f"/v1/batches/{batch_id}").json()["done"]
+    assert stopped_at < len(states)  # the premise: the old worker left it unfinished
+    service.processes.remove(worker)
+    launcher.worker(service)
+
+    done = wait_until(
+        lambda: (b := service.get(f"/v1/batches/{batch_id}").json())["status"] == "done" and b,
+        240,
+        "the batch to finish on the next worker",
+    )
+    assert done["done"] == done["total"] == len(done["results"]) == len(states)
+    for i in (0, stopped_at - 1, stopped_at, len(states) - 1):  # order kept across the handover, no state twice
+        alone = service.post("/v1/systemone", json={"state": states[i], "questions": {"q": NOUL}})
+        assert_same_answers(done["results"][i], alone.json())

@@ -14,7 +14,8 @@ A sync request's task then answers the sync requests and jobs waiting back to ba
 while the pass before it runs (worker.service.back_to_back). A batch is scored in windows; between two of them,
 the sync requests and jobs waiting run first (worker.service.let_pass), so a batch holds an interactive caller for
 one window at most. A cancelled job or batch (its result key holds the cancellation) is acknowledged without being
-run; a running batch stops at its next window.
+run; a running batch stops at its next window. On a warm shutdown a running batch goes back on its queue after its
+current window, and the next worker goes on from there.
 A worker that dies whole leaves its task to the others, or to the next one to start (worker.service.redelivery).
 """
 
@@ -304,6 +305,11 @@ class Runtime:
                 if appended == ELSEWHERE:
                     log.warning("laya worker: batch %s is being scored elsewhere; leaving it", delivery.id)
                     return
+                if self.stopping:  # a warm shutdown: back on its queue, the next worker goes on after these states
+                    stored = done + start + len(results)
+                    log.warning("laya worker: shutting down; batch %s requeued after %d states", delivery.id, stored)
+                    windows.close()
+                    self._requeue_task("shutting down")
             seconds = time.perf_counter() - t0
             envelope = contract.ok_envelope({"done": batch["total"]}, _timings(started_at, seconds))
             self._store(delivery, envelope, drop=contract.batch_input_key(delivery.id))
@@ -448,9 +454,14 @@ class Runtime:
 
     def _refuse_if_failed(self) -> None:
         if self.failed:
-            from celery.exceptions import Reject
+            self._requeue_task("this worker's executor has failed")
 
-            raise Reject("this worker's executor has failed", requeue=True)
+    @staticmethod
+    def _requeue_task(why: str) -> None:
+        """End the Celery task running, its message put back on its queue for another worker (Celery's Reject)."""
+        from celery.exceptions import Reject
+
+        raise Reject(why, requeue=True)
 
     def _failure(self, error: Exception) -> dict:
         """The envelope for an exception from the engine; an executor failure also stops this worker."""
