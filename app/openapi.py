@@ -89,6 +89,18 @@ def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) ->
         header = {"description": "the served model that answers (see Request.model)", "schema": {"type": "string"}}
         return {**response, "headers": {"x-laya-model": header, contract.PROTOCOL_HEADER: protocol_header}}
 
+    def timed(response: dict) -> dict:
+        """A waited-for answer's headers: its job id and where its time went, in ms (TEI's names)."""
+        described = {
+            "x-job-id": "the request's id (GET /v1/jobs/<id> after a 504)",
+            "x-queue-time": "ms from accepted to a worker starting on it",
+            "x-inference-time": "ms in the worker's engine: prepare, pass, decode",
+            "x-executor-time": "ms of the request's pass alone (on the GPU for cuda), where the executor measures it",
+            "x-total-time": "ms in the API, from the request to the answer",
+        }
+        headers = {name: {"description": text, "schema": {"type": "string"}} for name, text in described.items()}
+        return {**response, "headers": {**response["headers"], **headers}}
+
     protocol_header = {
         "description": f"the laya release whose protocol the answer is given in: {' or '.join(contract.PROTOCOLS)}",
         "schema": {"type": "string", "enum": list(contract.PROTOCOLS)},
@@ -154,7 +166,7 @@ def document(limits: dict, models: tuple[str, ...], versions: dict[str, str]) ->
                     "parameters": protocol_param,
                     "requestBody": both,
                     "responses": {
-                        "200": resolved(answer("Response", "the answers, in order")),
+                        "200": timed(resolved(answer("Response", "the answers, in order"))),
                         **submit_errors,
                         **errors(504),
                     },

@@ -53,6 +53,10 @@ def test_openapi_is_generated_from_the_schemas(stack):
     question = doc["components"]["schemas"]["Question"]
     assert question["properties"]["type"]["enum"] == ["noul", "choice", "score"]
     assert set(doc["paths"]["/v1/systemone"]["post"]["responses"]) >= {"200", "413", "415", "422", "503", "504"}
+    # every header of our own that an answer carries is documented
+    documented = set(doc["paths"]["/v1/systemone"]["post"]["responses"]["200"]["headers"])
+    answer = stack.post("/v1/systemone", json=request_body("refund?", q=NOUL))
+    assert {h.lower() for h in answer.headers if h.lower().startswith("x-")} <= documented
 
 
 def test_metrics_count_requests_queue_and_executor_time(stack):
