@@ -21,7 +21,7 @@ from celery import Celery
 from kombu import Connection
 
 from laya_common import contract
-from laya_common.broker import messages
+from laya_common.broker import messages, transport
 from recipe.provenance import versions
 
 QUEUE = "laya.round-trips"
@@ -57,7 +57,7 @@ def measure(redis_url: str, samples: int = SAMPLES) -> dict:
             if i >= WARMUPS:
                 timed["QoS.append"].append(t1 - t0)
                 timed["QoS.ack"].append(t2 - t1)
-        channel.client.delete(QUEUE, channel.unacked_key, channel.unacked_index_key)
+        channel.client.delete(QUEUE, *transport.RECORD_KEYS)
     return {
         "message_bytes": len(raw),
         "samples": samples,

@@ -35,7 +35,7 @@ from collections import Counter
 from pathlib import Path
 
 from laya_common import contract
-from laya_common.broker import queues
+from laya_common.broker import queues, transport
 from recipe.client import Client
 from recipe.load import REQUESTS, answers_alone
 from recipe.provenance import versions
@@ -141,23 +141,21 @@ def redis_restart(stack: Stack, load: Load) -> dict:
     }
 
 
-def held(redis) -> dict[bytes, str]:
-    """kombu's unacknowledged messages: delivery tag -> task id."""
-    from kombu.transport.redis import Channel
-
-    return {tag: json.loads(raw)[0]["headers"]["id"] for tag, raw in redis.hgetall(Channel.unacked_key).items()}
-
-
 def pending(redis, task_ids: set[str]) -> bool:
     """Some of `task_ids` is still queued or taken and unacknowledged."""
     queued = {
         json.loads(m)["headers"]["id"] for queue in queues.queue_names("english") for m in redis.lrange(queue, 0, -1)
     }
-    return bool(task_ids & (queued | set(held(redis).values())))
+    return bool(task_ids & (queued | set(transport.held_task_ids(redis).values())))
+
+
+def redelivered_or_finished(orphans: dict[bytes, str], held: dict[bytes, str]) -> bool:
+    """None of the orphans' delivery tags is still recorded (each back on its queue), or one of their tasks is held
+    by nobody any more (run and acknowledged)."""
+    return not set(orphans) & set(held) or bool(set(orphans.values()) - set(held.values()))
 
 
 def worker_kill(stack: Stack, load: Load) -> dict:
-    from kombu.transport.redis import Channel
     from redis import Redis
 
     redis, client, kills, batch_id = Redis.from_url(stack.redis_url), Client(stack.frontend, trace=False), [], None
@@ -178,13 +176,15 @@ def worker_kill(stack: Stack, load: Load) -> dict:
             worker, done_at_kill = next(w for w in stack.workers if w.poll() is None), None
             for _ in range(KILL_TRIES):  # until the kill finds a task in hand (between two, it is retried)
                 wait_until(
-                    lambda t=target, b=batch_id: any((i == b) == (t == "batch") for i in held(redis).values()),
+                    lambda t=target, b=batch_id: any(
+                        (i == b) == (t == "batch") for i in transport.held_task_ids(redis).values()
+                    ),
                     60,
                     f"the worker to hold a {target}",
                 )
                 done_at_kill = batch_done() if target == "batch" else None
                 stop(worker, signal.SIGKILL)
-                orphans = held(redis)  # nobody acknowledges anything now: what the dead worker held
+                orphans = transport.held_task_ids(redis)  # nobody acknowledges anything now: the dead worker's
                 if any((i == batch_id) == (target == "batch") for i in orphans.values()):
                     break
                 worker = stack.start_worker()
@@ -195,10 +195,7 @@ def worker_kill(stack: Stack, load: Load) -> dict:
             warm = time.monotonic()
             # redelivered: back on the queue (same delivery tag); finished: run and acknowledged
             wait_until(
-                lambda o=orphans: (
-                    not any(redis.hexists(Channel.unacked_key, tag) for tag in o)
-                    or set(o.values()) - set(held(redis).values())
-                ),
+                lambda o=orphans: redelivered_or_finished(o, transport.held_task_ids(redis)),
                 120,
                 "the killed worker's task to be redelivered",
                 interval_s=TIMING_STEP_S,

@@ -37,6 +37,7 @@ import threading
 import time
 from pathlib import Path
 
+from laya_common.broker import transport
 from recipe import faults
 from recipe.batch_throughput import run_batch
 from recipe.bench_inputs import BATCH_QUESTIONS, INPUTS, batch_states
@@ -164,9 +165,11 @@ def kill_one(stack: Stack, workers: Workers) -> dict:
     with faults.Load(stack, expected) as load:
         for _ in range(faults.KILL_TRIES):
             victim = workers.live()[-1]
-            wait_until(lambda: len(faults.held(redis)) == len(workers.live()), 60, "every worker to hold a task")
+            wait_until(
+                lambda: len(transport.held_task_ids(redis)) == len(workers.live()), 60, "every worker to hold a task"
+            )
             stop(victim, signal.SIGKILL)
-            orphans = faults.held(redis)
+            orphans = transport.held_task_ids(redis)
             killed.append({"pid": victim.pid, "device": workers.devices[victim.pid], "unacknowledged": len(orphans)})
             # each survivor holds one task at most, so one more is the dead worker's; else it was between two
             if len(orphans) > len(workers.live()):

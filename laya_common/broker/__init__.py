@@ -34,9 +34,13 @@ The departures, what each buys, and where it is checked against the installed ko
   HDEL are allowed there) and the restore waits for its next turn. Checked: tests/service/test_broker_transport.py
   and tests/service/test_admission.py (work queued and answered while Redis is full: none lost, the worker alive).
 
-Everything else the worker knows of kombu's records and messages is here too: which message a task came in and
-its argument (`delivery`: from Celery's request, or from a message TAKE handed a running batch), and the records'
-reading and kombu's own restore for redelivery (`transport.Records`).
+Everything else the service and its recipes know of kombu's records and Celery's messages is here too: which
+message a task came in and its argument (`delivery`: from Celery's request, or from a message TAKE took), a header
+replaced on the way to the task (`delivery.replace_header`, for the request trace: Celery's worker Request's
+`request_dict`), the records' reading and kombu's own restore for redelivery and for a request a failed worker
+leaves (`transport.Records`, `transport.held_task_ids`). recipe/broker_round_trips.py times kombu's stock
+`QoS.append` and `QoS.ack`, which `transport.QoS` overrides. tests/service/test_broker_transport.py checks each of
+these internals against the installed Celery and kombu.
 
 Dropped: skipping kombu's `QoS.ack` for a task whose answer had removed its record already. It bought no
 correctness, and no caller waits for the acknowledgement's round trip (0.10 ms here), which comes after the answer

@@ -1,5 +1,6 @@
 """Which message a task came in, as the worker's task code needs it: from Celery's request, or from the message
-itself when a batch lets a request pass (worker.service.let_pass), with the task's argument (`decode`)."""
+itself when a batch lets a request pass (worker.service.let_pass), with the task's argument (`decode`); and a
+header replaced on its way to the task (`replace_header`)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,14 @@ def task_argument(message: dict, task: str) -> dict:
         body = base64.b64decode(body)
     args, _kwargs, _embed = json.loads(body)
     return args[0]
+
+
+def replace_header(request, name: str, value: object) -> bool:
+    """Replace header `name` of the message Celery's worker is about to run, from its `task_received` signal: the
+    task then reads `value` as `self.request.<name>`. Celery builds the task's request from the worker Request's
+    `request_dict` (tests/service/test_broker_transport.py checks that it still does). False when the message has
+    no such header."""
+    if not request.request_dict.get(name):
+        return False
+    request.request_dict[name] = value
+    return True

@@ -95,6 +95,11 @@ def settle(pipe, tag: str) -> None:
     pipe.zrem(UNACKED_INDEX_KEY, tag).hdel(UNACKED_KEY, tag)
 
 
+def held_task_ids(redis) -> dict[bytes, str]:
+    """The messages taken and not acknowledged, from kombu's records: delivery tag -> task id."""
+    return {tag: loads(raw)[0]["headers"]["id"] for tag, raw in redis.hgetall(UNACKED_KEY).items()}
+
+
 class Records:
     """kombu's records of unacknowledged messages, read and put back through kombu's own QoS, for redelivery
     (worker.service.redelivery): its restore puts a message back at the head of its queue, marked redelivered,

@@ -13,7 +13,7 @@ from app import admission
 from app.admission import Fleet
 from app.dispatch import READY_CACHE_S as admission_cache_s
 from laya_common import contract
-from laya_common.broker import messages, queues
+from laya_common.broker import messages, queues, transport
 from service.helpers import NOUL, Service, request_body, wait_until
 from service.test_classes_of_work import paused
 
@@ -135,7 +135,7 @@ def test_work_taken_or_answered_while_redis_is_full_waits_for_room_and_is_not_lo
     db.delete(*db.keys("filler:*"))
     for job_id in ids:
         assert service.wait_job(f"/v1/jobs/{job_id}", timeout_s=60)["status"] == "done"
-    assert worker.popen.poll() is None and db.zcard("unacked_index") == 0
+    assert worker.popen.poll() is None and db.zcard(transport.UNACKED_INDEX_KEY) == 0
 
 
 def test_an_answer_stored_with_the_next_take_while_redis_is_full_waits_for_room_and_nothing_is_lost(
@@ -152,7 +152,8 @@ def test_an_answer_stored_with_the_next_take_while_redis_is_full_waits_for_room_
     launcher.api(service)
     service.wait_healthy(timeout_s=120)
     first = service.post("/v1/jobs", json=request_body("refund?", q=NOUL)).json()["id"]
-    wait_until(lambda: db.zcard("unacked_index") == 1, 2, "the first job taken")  # its pass now runs for 3 s
+    # taken: its pass now runs for 3 s
+    wait_until(lambda: db.zcard(transport.UNACKED_INDEX_KEY) == 1, 2, "the first job taken")
     with paused(worker):
         second = service.post("/v1/jobs", json=request_body("refund now?", q=NOUL)).json()["id"]
         fill()
@@ -165,4 +166,4 @@ def test_an_answer_stored_with_the_next_take_while_redis_is_full_waits_for_room_
     db.delete(*db.keys("filler:*"))
     for job_id in (first, second):
         assert service.wait_job(f"/v1/jobs/{job_id}", timeout_s=60)["status"] == "done"
-    assert worker.popen.poll() is None and db.zcard("unacked_index") == 0
+    assert worker.popen.poll() is None and db.zcard(transport.UNACKED_INDEX_KEY) == 0

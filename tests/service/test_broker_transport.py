@@ -249,3 +249,16 @@ def test_the_kombu_internals_the_transport_replaces_are_where_it_expects_them():
     )
     source = inspect.getsource(kombu_redis.QoS.restore_by_tag)  # worker.service.redelivery's restore
     assert "unacked_key" in source and "_do_restore_message" in source, f"QoS.restore_by_tag changed: {UPGRADE}"
+    # transport.QoS overrides these two, and recipe/broker_round_trips.py times kombu's own
+    assert list(inspect.signature(kombu_redis.QoS.append).parameters) == ["self", "message", "delivery_tag"], UPGRADE
+    assert list(inspect.signature(kombu_redis.QoS.ack).parameters) == ["self", "delivery_tag"], UPGRADE
+
+
+def test_a_header_replaced_on_task_received_is_what_the_task_reads():
+    """delivery.replace_header writes Celery's worker Request.request_dict, which the task's request is built from."""
+    from celery.worker import request
+
+    assert isinstance(vars(request.Request).get("request_dict"), property), f"Request.request_dict moved: {UPGRADE}"
+    assert "self.request_dict" in inspect.getsource(request.create_request_cls), (
+        f"Celery no longer builds the task's request from request_dict: {UPGRADE}"
+    )

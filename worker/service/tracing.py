@@ -9,12 +9,12 @@ from __future__ import annotations
 import time
 
 from laya_common import contract
+from laya_common.broker.delivery import replace_header
 
 
 def on_received(request) -> None:
     """Celery's task_received: stamp a traced task's arrival in its request, for the task to carry on."""
-    if request.request_dict.get(contract.TRACE_MESSAGE_HEADER):
-        request.request_dict[contract.TRACE_MESSAGE_HEADER] = {"worker_received": time.time()}
+    replace_header(request, contract.TRACE_MESSAGE_HEADER, {"worker_received": time.time()})
 
 
 def of(task_request) -> dict[str, float] | None:
