@@ -72,15 +72,21 @@ def test_a_worker_killed_whole_mid_batch_loses_nothing(private_db, launcher):
     service.processes.remove(worker)
     launcher.worker(service)
 
+    assert_finished_in_order(service, batch_id, states, {"q": NOUL, "r": NOUL}, checked=(0, 17, 39))
+    assert worker.popen.pid not in {w["pid"] for w in service.workers()}
+
+
+def assert_finished_in_order(service: Service, batch_id: str, states: list[str], questions: dict, checked) -> None:
+    """The batch reaches done on the next worker with every state's result, once each and in order: the states at
+    the indices `checked` answered as each alone."""
     done = wait_until(
         lambda: (b := service.get(f"/v1/batches/{batch_id}").json())["status"] == "done" and b,
         240,
-        "the batch to finish on a fresh worker",
+        "the batch to finish on the next worker",
     )
     assert done["done"] == done["total"] == len(done["results"]) == len(states)
-    assert worker.popen.pid not in {w["pid"] for w in service.workers()}
-    for i in (0, 17, 39):  # order kept and no state scored twice into the list
-        alone = service.post("/v1/systemone", json={"state": states[i], "questions": {"q": NOUL, "r": NOUL}})
+    for i in checked:
+        alone = service.post("/v1/systemone", json={"state": states[i], "questions": questions})
         assert_same_answers(done["results"][i], alone.json())
 
 
@@ -148,12 +154,5 @@ def test_a_warm_shutdown_mid_batch_requeues_it_and_the_next_worker_finishes_it(p
     service.processes.remove(worker)
     launcher.worker(service)
 
-    done = wait_until(
-        lambda: (b := service.get(f"/v1/batches/{batch_id}").json())["status"] == "done" and b,
-        240,
-        "the batch to finish on the next worker",
-    )
-    assert done["done"] == done["total"] == len(done["results"]) == len(states)
-    for i in (0, stopped_at - 1, stopped_at, len(states) - 1):  # order kept across the handover, no state twice
-        alone = service.post("/v1/systemone", json={"state": states[i], "questions": {"q": NOUL}})
-        assert_same_answers(done["results"][i], alone.json())
+    # across the handover
+    assert_finished_in_order(service, batch_id, states, {"q": NOUL}, checked=(0, stopped_at - 1, stopped_at, 99))
