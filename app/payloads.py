@@ -78,7 +78,7 @@ def request_payload() -> dict:
     protocol = request_protocol()
     require_content_type(JSON_TYPE)
     body = parse_json(read_body(current_app.config["MAX_BODY_BYTES"]))
-    payload = REQUEST04_SCHEMA.load(checked04(body)) if protocol == contract.V04 else REQUEST_SCHEMA.load(body)
+    payload = load_request(body, protocol)
     payload["model"] = resolved_model(payload["model"])
     return with_protocol(payload, protocol)
 
@@ -95,12 +95,15 @@ def states_request() -> dict:
     return with_protocol(payload, contract.V04)
 
 
-def checked04(body: object) -> dict:
-    """`body` once protocol 0.4.15's request rules hold (laya_common.protocol04), with laya-serve's statuses."""
+def load_request(body: object, protocol: str) -> dict:
+    """A /v1/systemone body validated in `protocol`: under 0.4.15, laya_common.protocol04's request rules first
+    (laya-serve's statuses), then its schema."""
+    if protocol != contract.V04:
+        return REQUEST_SCHEMA.load(body)
     if not isinstance(body, dict) or "questions" not in body:
         raise ApiError("bad_request", "the body must be a JSON object with 'state' and 'questions'")
     protocol04.check_request(body)
-    return body
+    return REQUEST04_SCHEMA.load(body)
 
 
 def with_protocol(argument: dict, protocol: str) -> dict:
@@ -145,11 +148,7 @@ def _json_lines(body: bytes, max_states: int, protocol: str) -> list[dict]:
     requests = []
     for number, line in lines:
         try:
-            parsed = parse_json(line, where=f"line {number}")
-            if protocol == contract.V04:
-                payload = REQUEST04_SCHEMA.load(checked04(parsed))
-            else:
-                payload = REQUEST_SCHEMA.load(parsed)
+            payload = load_request(parse_json(line, where=f"line {number}"), protocol)
         except contract.RequestError as e:
             raise ApiError(e.kind, f"line {number}: {e.detail}", field=f"lines.{number}") from None
         except ValidationError as e:

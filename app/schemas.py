@@ -75,19 +75,6 @@ def _control(description: str) -> fields.Raw:
     return fields.Raw(allow_none=True, metadata={"description": f"protocol 0.4.15 only: {description}"})
 
 
-CONTROLS04 = {
-    "max_len": _control("tokens a row may hold, at most the checkpoint's own max_len"),
-    "head_max_len": _control("tokens of a row the question (instructions and options) may take"),
-    "min_confidence": _control(
-        "a threshold in [0, 1], or a map from 'default' or '<type>:<2|3-5|6-10|11+>' to one: answers below it "
-        "say low_confidence, and every answer says abstention and abstention_threshold"
-    ),
-    "task": _control("checked, then ignored: laya's router reads it only when no model is named"),
-    "lang": _control("a language code, checked, then ignored (as task)"),
-    "lang_guess": _control("a language code, checked, then ignored (as task)"),
-}
-
-
 class Request04Schema(Schema):
     """The /v1/systemone body under protocol 0.4.15, after laya_common.protocol04's request rules: the 0.3.20
     fields, a state of any JSON kind, and the controls (checked by the worker against what it admits)."""
@@ -98,12 +85,15 @@ class Request04Schema(Schema):
     model = _model_field()
     state = fields.Raw(required=True, metadata={"description": "any JSON value but null"})
     questions = _questions_field()
-    max_len = CONTROLS04["max_len"]
-    head_max_len = CONTROLS04["head_max_len"]
-    min_confidence = CONTROLS04["min_confidence"]
-    task = CONTROLS04["task"]
-    lang = CONTROLS04["lang"]
-    lang_guess = CONTROLS04["lang_guess"]
+    max_len = _control("tokens a row may hold, at most the checkpoint's own max_len")
+    head_max_len = _control("tokens of a row the question (instructions and options) may take")
+    min_confidence = _control(
+        "a threshold in [0, 1], or a map from 'default' or '<type>:<2|3-5|6-10|11+>' to one: answers below it "
+        "say low_confidence, and every answer says abstention and abstention_threshold"
+    )
+    task = _control("checked, then ignored: laya's router reads it only when no model is named")
+    lang = _control("a language code, checked, then ignored (as task)")
+    lang_guess = _control("a language code, checked, then ignored (as task)")
 
 
 class StatesSchema(Request04Schema):
