@@ -28,6 +28,21 @@ def after_previous_kernel():
     T.pdl_trigger()
 
 
+@T.macro
+def row_statistics(x, mean, rstd, scratch, eps):
+    """LayerNorm's statistics of each row of the fp32 fragment x ([rows, D]): mean and 1 / sqrt(variance + eps),
+    the variance as the mean of squared deviations (two passes, as torch's LayerNorm); scratch: x's shape."""
+    D = x.shape[1]
+    T.reduce_sum(x, mean, dim=1)
+    for i in T.Parallel(x.shape[0]):
+        mean[i] = mean[i] / D
+    for i, j in T.Parallel(x.shape[0], D):
+        scratch[i, j] = (x[i, j] - mean[i]) * (x[i, j] - mean[i])
+    T.reduce_sum(scratch, rstd, dim=1)
+    for i in T.Parallel(x.shape[0]):
+        rstd[i] = T.rsqrt(rstd[i] / D + eps)
+
+
 def activate(x, act: str):
     """The GEMM epilogue: erf GELU (what the checkpoints' "gelu" means), ReLU, or nothing."""
     if act == "gelu":

@@ -17,7 +17,7 @@ bf16 stream would lose whole units at every add.
 
 import tilelang.language as T
 
-from kernels.common import FAST_MATH, accum_dtype, after_previous_kernel, dtype
+from kernels.common import FAST_MATH, accum_dtype, after_previous_kernel, dtype, row_statistics
 
 PASS_CONFIGS = FAST_MATH
 
@@ -49,14 +49,7 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         mean = T.alloc_fragment((block_M,), accum_dtype)
         rstd = T.alloc_fragment((block_M,), accum_dtype)
         centered = T.alloc_fragment((block_M, D), accum_dtype)
-        T.reduce_sum(x, mean, dim=1)
-        for i in T.Parallel(block_M):
-            mean[i] = mean[i] / D
-        for i, j in T.Parallel(block_M, D):
-            centered[i, j] = (x[i, j] - mean[i]) * (x[i, j] - mean[i])
-        T.reduce_sum(centered, rstd, dim=1)
-        for i in T.Parallel(block_M):
-            rstd[i] = T.rsqrt(rstd[i] / D + eps)
+        row_statistics(x, mean, rstd, centered, eps)
         for i, j in T.Parallel(block_M, D):
             v = (x[i, j] - mean[i]) * rstd[i] * W[j]
             centered[i, j] = v + Bias[j] if bias else v

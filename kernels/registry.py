@@ -1,20 +1,20 @@
 """The one list of kernels the bundle builds: every entry point, for a tile configuration and model.
 
-Each family module (`gemm`, `norm`, `rope`, `attention`) holds SHAPES, TILE_CONFIGS, PASS_CONFIGS
+Each family module (`gemm`, `norm`, `rope`, `attention`, `readout`) holds SHAPES, TILE_CONFIGS, PASS_CONFIGS
 and a `build` that makes one prim_func; this module walks them in a fixed order.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kernels import attention, gemm, norm, rope
+from kernels import attention, gemm, norm, readout, rope
 from laya_common.model import ModelDims
 
 TILE_CONFIG_NAMES = ("original", "optimized")
 
 # Extra nvcc flags per family. RoPE: no fused multiply-add, so that `x0 * cos - x1 * sin` rounds each
 # product as the reference's elementwise torch ops do.
-NVCC_FLAGS = {"gemm": [], "norm": [], "rope": ["-fmad=false"], "attention": []}
+NVCC_FLAGS = {"gemm": [], "norm": [], "rope": ["-fmad=false"], "attention": [], "readout": []}
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,12 @@ def kernels(tile_config: str, model: ModelDims, *, candidates: dict | None = Non
             name, model.num_heads, model.head_dim, window=model.window, tier=t
         )
         add(name, "attention", attention, _tiers(attention.TILE_CONFIGS[tile_config][name], make))
+    readout_tiles = readout.TILE_CONFIGS[tile_config]
+    for name in readout.SHAPES:
+        make = lambda name=name: readout.build(  # noqa: E731
+            name, D, max_len=model.max_len, tiles=readout_tiles[name], score_tiles=readout_tiles["readout_scores_f32"]
+        )
+        add(name, "readout", readout, [KernelTier(None, readout_tiles[name], make)])
     return specs
 
 

@@ -1,7 +1,7 @@
 """The benchmark: five B=1 inputs, 20 warmups and 100 samples each, engine time and executor time (GPU).
 
     python -m recipe.benchmark --checkpoint CKPT --bundle BUNDLE --output OUT [--eager] [--original-rope]
-                               [--executor cuda|reference] [--tilelang-only] [--compare]
+                               [--executor cuda|reference] [--tilelang-only] [--torch-readout] [--compare]
 
 Engine time is `Engine.decide` from the request dict to typed answers (tokenizing, rows, the executor, the
 readback and decoding; the answers are on the host when it returns); executor time is the cuda executor's
@@ -311,7 +311,11 @@ def main(args: argparse.Namespace) -> int:
     output.mkdir(parents=True)
     before = gpu_state()
     options = ExecutorOptions(
-        bundle=args.bundle, eager=args.eager, original_rope=args.original_rope, cublas=not args.tilelang_only
+        bundle=args.bundle,
+        eager=args.eager,
+        original_rope=args.original_rope,
+        cublas=not args.tilelang_only,
+        torch_readout=args.torch_readout,
     )
     t0 = time.perf_counter()
     systems = {OURS: Ours(args.checkpoint, args.executor, options)}
@@ -367,6 +371,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--eager", action="store_true", help="cuda executor without CUDA graphs")
     p.add_argument("--original-rope", action="store_true", help="cuda executor with the table RoPE")
     p.add_argument("--tilelang-only", action="store_true", help="every GEMM on the bundle's kernels (no cuBLAS)")
+    p.add_argument(
+        "--torch-readout", action="store_true", help="the scorer and act head in torch ops, not the readout kernels"
+    )
     p.add_argument("--compare", action="store_true", help="also laya stock bf16, laya fast, laya-cuda; batch scoring")
     p.add_argument("--warmups", type=int, default=WARMUPS, help=f"warmup requests per input (default {WARMUPS})")
     p.add_argument("--samples", type=int, default=SAMPLES, help=f"timed requests per input (default {SAMPLES})")

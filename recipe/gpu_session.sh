@@ -8,12 +8,16 @@
 # gpu-tests    tests/gpu: the cuda executor against the fp32 reference, tiny and large checkpoints
 # parity       recipe.parity: distance to fp32, beside laya 0.3.20's bf16 path
 # same-answers recipe/same_answers.sh: the parity corpus answered byte for byte by an older whole tree
-#              (LAYA_AB_BASE_TREE, default ab_base/full: git archive COMMIT | tar -x) and by this one
+#              (LAYA_AB_BASE_TREE, default ab_base/full: git archive COMMIT | tar -x) and by this one, with the
+#              torch readout that tree ran
+# readout-kernels  tests/kernels/test_readout.py on bundles/optimized
 # compare      recipe.benchmark --compare: ours against laya stock bf16, laya fast and laya-cuda; batch scoring
 # readme       recipe/gpu_readme_steps.sh: the README's "Run on a GPU" steps after the installs
 # round-trips  recipe.broker_round_trips: kombu's stock QoS.append and QoS.ack on this host's Redis
 # load         recipe.load with the cuda executor: 1, 8 and 32 sync clients on one worker, the executor's busy
 #              share and issue 31's bar
+# load-torch-readout  the same with LAYA_TORCH_READOUT=1: what the readout kernels bought under load
+# readout-ab   recipe.benchmark (ours alone) with the readout kernels and with --torch-readout, alternating, twice
 # load-ab      recipe/ab.sh --own-stack with recipe.load (1, 8, 32 clients, one worker): an older tree of the
 #              service (LAYA_AB_BASE, as overhead-ab) alternating with this one, twice
 # service      recipe/gpu_service.sh: laya-stack with the cuda executor, compare_with_backend, a job, a batch
@@ -33,7 +37,7 @@
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n 2,34p "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n 2,38p "$0"; exit 0; }
 out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
@@ -47,12 +51,14 @@ for s in $steps; do
   case $s in
     prepare) step prepare 150 python3 -m recipe.gpu_workdir large:bundles/optimized large:bundles/original \
                tiny:bundles/tiny ;;
+    readout-kernels) LAYA_TEST_BUNDLES=bundles/optimized step readout-kernels 90 python3 -m pytest -q \
+                       -p no:cacheprovider -rf tests/kernels/test_readout.py ;;
     kernels) LAYA_TEST_BUNDLES=bundles/original:bundles/optimized \
                step kernels 90 python3 -m pytest -q -p no:cacheprovider tests/kernels ;;
     gpu-tests) step gpu-tests 150 python3 -m pytest -q -p no:cacheprovider -rf tests/gpu ;;
     parity) step parity 240 python3 -m recipe.parity --checkpoint "$ckpt" --bundle "$optimized" --per-class 100 \
               --output "$work/parity" ;;
-    same-answers) step same-answers 300 recipe/same_answers.sh "${LAYA_AB_BASE_TREE:-ab_base/full}" "$ckpt" \
+    same-answers) NEW_ARGS=--torch-readout step same-answers 300 recipe/same_answers.sh "${LAYA_AB_BASE_TREE:-ab_base/full}" "$ckpt" \
                     "$optimized" "$work/same-answers" 50 ;;
     readme) step readme 300 recipe/gpu_readme_steps.sh "$ckpt" "$work/readme" ;;
     round-trips) redis-server --port 6390 --save "" --appendonly no >/dev/null &
@@ -62,6 +68,15 @@ for s in $steps; do
                  kill $! ;;
     load) LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized step load 300 python3 -m recipe.load --checkpoint "$ckpt" \
             --output "$work/load" --inputs 1x77 --clients 1,8,32 --seconds 10 --workers 1 ;;
+    load-torch-readout) LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized LAYA_TORCH_READOUT=1 step load-torch-readout 300 \
+                          python3 -m recipe.load --checkpoint "$ckpt" --output "$work/load-torch-readout" --inputs 1x77 \
+                          --clients 1,8,32 --seconds 10 --workers 1 ;;
+    readout-ab) for round in 1 2; do
+                  step "readout-ab-kernels-$round" 150 python3 -m recipe.benchmark --checkpoint "$ckpt" \
+                    --bundle "$optimized" --output "$work/readout-ab/kernels-$round"
+                  step "readout-ab-torch-$round" 150 python3 -m recipe.benchmark --checkpoint "$ckpt" \
+                    --bundle "$optimized" --torch-readout --output "$work/readout-ab/torch-$round"
+                done ;;
     load-ab) step load-ab 480 recipe/ab.sh --own-stack "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" \
                "$work/load-ab" 2 python3 -m recipe.load --checkpoint "$ckpt" --inputs 1x77 --clients 1,8,32 --seconds 8 \
                --workers 1 --output ;;

@@ -14,12 +14,15 @@ from kernels import reference
 from laya_common.model import ModelConfig
 
 HEAD_EPS = 1e-5  # nn.TransformerEncoderLayer's LayerNorm eps, compiled into the head's norm kernels
+READOUT_EPS = 1e-5  # the scorer's nn.LayerNorm eps, compiled into readout_scores_f32
 
 
 class EmulatedKernels:
     def __init__(self, cfg: ModelConfig) -> None:
         self.cfg = cfg
-        self.manifest = SimpleNamespace(tile_config="emulated")
+        # the readout kernels' partial sums: one per 8 of the scorer's hidden columns, as kernels/readout.py tiles them
+        scores = SimpleNamespace(args=(SimpleNamespace(shape=("N", cfg.hidden_size // 8)),))
+        self.manifest = SimpleNamespace(tile_config="emulated", entries={"readout_scores_f32": scores})
         self.launches: list[str] = []  # every entry point launched, in order
         self.fail_on: str | None = None  # an entry point whose launch raises, as a failing kernel would
 
@@ -113,3 +116,10 @@ class _Math:
 
     def gemm_head_ffn1_bias_relu_bf16(self, A, W, Bias, C):
         self._gemm(A, W, C, Bias, "relu")
+
+    # the readout after the graph
+    def readout_scores_f32(self, X, At, NormW, NormB, W1, B1, W2, P):
+        P.copy_(reference.readout_partials(X, At, NormW, NormB, W1, B1, W2, P.shape[1], READOUT_EPS))
+
+    def readout_heads_f32(self, P, B2, Keep, Bias, LogK, KFeature, X, L, A1, AB1, A2, AB2, Out):
+        Out.copy_(reference.readout_heads(P, B2, Keep, Bias, LogK, KFeature, X, L, A1, AB1, A2, AB2))

@@ -32,6 +32,8 @@ ENTRY_POINTS = {
     "rope_table_bf16",
     "attn_fwd_global_bf16",
     "attn_fwd_local_bf16",
+    "readout_scores_f32",
+    "readout_heads_f32",
 }
 
 

@@ -189,6 +189,19 @@ def test_original_rope_answers_as_the_reference_does(setup):
         assert_close_to_reference(setup, engine, setup.reference.prepare(request).rows)
 
 
+def test_the_readout_kernels_answer_as_the_torch_readout(setup):
+    from worker.engine.engine import Engine
+    from worker.engine.executors import ExecutorOptions
+
+    engine = Engine(setup.checkpoint, executor="cuda", options=ExecutorOptions(bundle=setup.bundle, torch_readout=True))
+    assert (engine.executor.describe()["readout"], setup.graphs.executor.describe()["readout"]) == ("torch", "kernels")
+    for request in REQUESTS:
+        rows = setup.reference.prepare(request).rows
+        ours, torch_ops = setup.outputs(setup.graphs, rows), setup.outputs(engine, rows)
+        np.testing.assert_allclose(ours.logits, torch_ops.logits, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(ours.act_probs, torch_ops.act_probs, rtol=0, atol=1e-5)
+
+
 def test_warmup_captures_the_common_buckets_and_reports_memory(setup):
     executor = setup.graphs.executor
     setup.graphs.warmup()

@@ -39,7 +39,7 @@ def probabilities(response: dict) -> list[float]:
     return values
 
 
-def emulated_engine(checkpoint, *, routes=TILELANG_ONLY, original_rope=False) -> Engine:
+def emulated_engine(checkpoint, *, routes=TILELANG_ONLY, original_rope=False, torch_readout=False) -> Engine:
     cfg = ModelConfig.from_checkpoint(checkpoint)
     tables = None
     if original_rope:
@@ -55,6 +55,7 @@ def emulated_engine(checkpoint, *, routes=TILELANG_ONLY, original_rope=False) ->
         routes=routes,
         original_rope=original_rope,
         rope_tables=tables,
+        torch_readout=torch_readout,
     )
     return Engine(checkpoint, executor=executor)
 
@@ -104,7 +105,8 @@ def test_one_forward_launches_the_documented_chain(tiny_checkpoint):
     cfg, launches = engine.config, engine.executor.kernels.launches
     n_global = sum(t == GLOBAL for t in cfg.layer_types)
     n_layers, n_head = cfg.num_layers, cfg.head_layers
-    assert launches[0] == "embed_norm_bf16" and launches[-1] == "gemm_head_ffn1_bias_relu_bf16"
+    assert launches[0] == "embed_norm_bf16" and launches[-3] == "gemm_head_ffn1_bias_relu_bf16"
+    assert launches[-2:] == ["readout_scores_f32", "readout_heads_f32"]  # after the graph: two launches
     assert collections.Counter(launches) == {
         "embed_norm_bf16": 1,
         "gemm_qkv_bf16": n_layers,
@@ -117,7 +119,28 @@ def test_one_forward_launches_the_documented_chain(tiny_checkpoint):
         "type_add_norm_bias_bf16": 1,
         "gemm_head_qkv_bias_bf16": n_head,
         "gemm_head_ffn1_bias_relu_bf16": n_head,
+        "readout_scores_f32": 1,
+        "readout_heads_f32": 1,
     }
+
+
+def test_the_readout_kernels_answer_as_the_torch_readout(tiny_checkpoint):
+    """What the executor binds to the two readout kernels (stream, markers, weights, buffers) gives the torch
+    readout's answers; the kernels' own arithmetic is tests/kernels/test_readout.py's, on the H200."""
+    kernels, torch_ops = emulated_engine(tiny_checkpoint), emulated_engine(tiny_checkpoint, torch_readout=True)
+    assert (kernels.executor.describe()["readout"], torch_ops.executor.describe()["readout"]) == ("kernels", "torch")
+    for request in REQUESTS + REQUESTS04:
+        got, want = kernels.decide(request), torch_ops.decide(request)
+        assert got["answers"].keys() == want["answers"].keys()
+        np.testing.assert_allclose(probabilities(got), probabilities(want), rtol=0, atol=1e-5)
+
+
+def test_a_bundle_without_the_readout_kernels_is_refused(tiny_checkpoint):
+    cfg = ModelConfig.from_checkpoint(tiny_checkpoint)
+    kernels = EmulatedKernels(cfg)
+    kernels.manifest.entries = {}
+    with pytest.raises(BundleRefused, match="no readout kernels: rebuild it"):
+        CudaExecutor(cfg, load_weights(tiny_checkpoint), kernels=kernels, device="cpu", routes=TILELANG_ONLY)
 
 
 def test_rows_are_padded_to_token_buckets_and_rows_stay_exact(tiny_checkpoint):

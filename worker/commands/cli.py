@@ -59,16 +59,28 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="cuda executor: RoPE rounded like the reference's bf16 path instead of fused fp32 math",
     )
+    p.add_argument(
+        "--torch-readout",
+        action="store_true",
+        help="cuda executor: the scorer and act head in torch ops instead of the bundle's two readout kernels",
+    )
     add_version_flag(p)
     args = p.parse_args(argv)
-    if args.executor == "reference" and (args.eager or args.original_rope):
-        print("laya-run: --eager and --original-rope only change the cuda executor; ignored", file=sys.stderr)
+    if args.executor == "reference" and (args.eager or args.original_rope or args.torch_readout):
+        print(
+            "laya-run: --eager, --original-rope and --torch-readout only change the cuda executor; ignored",
+            file=sys.stderr,
+        )
 
     from worker.engine.engine import Engine
     from worker.engine.executors import ExecutorOptions
 
     options = ExecutorOptions(
-        device=args.device, bundle=args.bundle, eager=args.eager, original_rope=args.original_rope
+        device=args.device,
+        bundle=args.bundle,
+        eager=args.eager,
+        original_rope=args.original_rope,
+        torch_readout=args.torch_readout,
     )
     try:
         engine = Engine(args.checkpoint, executor=args.executor, model_name=args.model, options=options)

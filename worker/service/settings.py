@@ -29,6 +29,12 @@ ENV = {
         False,
         "cuda executor: RoPE from the bundle's tables, rounded as the bf16 path rounds (1/0)",
     ),
+    "torch_readout": Setting(
+        "LAYA_TORCH_READOUT",
+        False,
+        "cuda executor: the scorer and act head in torch ops (about 20 launches) instead of the bundle's two "
+        "readout kernels (1/0)",
+    ),
     "device": Setting("LAYA_DEVICE", "", "torch device of the reference executor (default: cuda if present, else cpu)"),
     "model": Setting(
         "LAYA_MODEL",
@@ -79,6 +85,7 @@ class WorkerSettings:
     executor: str
     eager: bool
     original_rope: bool
+    torch_readout: bool
     device: str
     model: str
     heartbeat_ttl_s: int
@@ -112,6 +119,7 @@ class WorkerSettings:
             bundle=Path(self.bundle) if self.bundle else None,
             eager=self.eager,
             original_rope=self.original_rope,
+            torch_readout=self.torch_readout,
         )
 
     @property

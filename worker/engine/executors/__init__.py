@@ -27,6 +27,7 @@ class ExecutorOptions:
     eager: bool = False  # cuda: launch the chain without CUDA graphs
     original_rope: bool = False  # cuda: RoPE from the exported tables, rounded like the reference's bf16 path
     cublas: bool = True  # cuda: let the routing table send GEMMs to cuBLAS
+    torch_readout: bool = False  # cuda: the scorer and act head in torch ops instead of the bundle's two kernels
 
 
 @dataclass(frozen=True)
@@ -131,4 +132,5 @@ def _cuda(cfg: ModelConfig, weights: dict, options: ExecutorOptions, kernels) ->
         original_rope=options.original_rope,
         routes=routes,
         rope_tables=tables,
+        torch_readout=options.torch_readout,
     )

@@ -4,8 +4,9 @@ It runs the chain of one pass (worker/engine/executors/chain.py) on the weights 
 the device (device_weights.py). For each bucket (rows exactly, tokens padded to TOKEN_STEP) the chain is bound
 once (arguments checked, pointers fixed) and captured into a CUDA graph, at warmup or on first use; a request
 then copies its inputs into the static input buffer from a pinned slot and replays. The scorer at the option
-markers, the act head and the readback run after the replay, outside capture, in torch (fp32). Two passes
-may be in flight, each with its own pinned slot.
+markers, the act head and the readback run after the replay, outside capture, in fp32: the bundle's two
+readout kernels (or torch's ops, with `torch_readout`). Two passes may be in flight, each with its own pinned
+slot.
 
 Nothing here imports TileLang: the kernels come from the bundle's library through `bundle.loader`.
 """
@@ -28,7 +29,7 @@ from worker.engine.batch import Admits, Batch, Executor, Outputs
 from worker.engine.executors.chain import Chain, Step
 from worker.engine.executors.device_weights import DeviceWeights, Workspaces
 from worker.engine.executors.gemm_routes import CUBLAS, GemmRoutes
-from worker.engine.executors.readout import INPUT_DTYPES, Readout, host_inputs
+from worker.engine.executors.readout import INPUT_DTYPES, KernelReadout, Readout, host_inputs
 
 log = logging.getLogger("laya.executor")
 
@@ -105,10 +106,12 @@ class CudaExecutor(Executor):
         original_rope: bool = False,
         routes: GemmRoutes | None = None,
         rope_tables: dict[str, tuple[Tensor, Tensor]] | None = None,
+        torch_readout: bool = False,
     ) -> None:
         """`kernels`: a loaded `bundle.loader.Kernels` (its `init()` runs here, the first CUDA work).
 
         `rope_tables` (kind -> cos, sin as [max_len, head_dim] fp32) are needed with `original_rope`.
+        `torch_readout`: the scorer and act head in torch ops (about 20 launches) instead of two kernels.
         """
         self.cfg, self.kernels = cfg, kernels
         self.device = torch.device(device)
@@ -121,7 +124,19 @@ class CudaExecutor(Executor):
         kernels.init()
         allocated0 = self._allocated()
         self.weights = DeviceWeights(cfg, weights, self.device)
-        self.readout = Readout(self.weights.scorer, self.weights.act_head)
+        if torch_readout:
+            self.readout = Readout(self.weights.scorer, self.weights.act_head)
+        elif "readout_scores_f32" not in kernels.manifest.entries:
+            where = kernels.describe()["path"]
+            raise BundleRefused(f"bundle {where} has no readout kernels: rebuild it (laya-bundle build)")
+        else:
+            self.readout = KernelReadout(
+                kernels,
+                self.weights.scorer,
+                self.weights.act_head,
+                max_markers=MAX_ROWS * cfg.max_len,
+                max_rows=MAX_ROWS,
+            )
         max_tokens = MAX_ROWS * cfg.max_len
         geglu_on_cublas = any(
             self.routes.route("gemm_geglu_bf16", r * t) == CUBLAS
@@ -341,6 +356,7 @@ class CudaExecutor(Executor):
             "bundle": self.kernels.describe(),
             "graphs": self.graphs,
             "rope": self.rope_entry,
+            "readout": "torch" if isinstance(self.readout, Readout) else "kernels",
             "gemm_routes": self.routes.summary(),
             "admits": {
                 "max_rows": self.admits.max_rows,

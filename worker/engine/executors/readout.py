@@ -1,11 +1,12 @@
 """The cuda executor's readout after the replay: option logits at the markers and the act head's softmax.
 
-The arithmetic of `reference.score_markers` and `reference.act_logits` (fp32), in about 20 torch launches
-instead of about 40: the host computes what it knows already (each marker's position in the flat stream,
-the mask as a multiplier and an additive bias, each row's log(k) and k / 255) and ships it with the ids.
-At one short row the host's launching, not the GPU, sets the engine time: on the H200's host a torch op
-costs 20-30 us to launch, and the readout launched after the replay took longer than the replay ran
-(`recipe.engine_profile`, host stages). It stays outside the graph, as the spec has it.
+The arithmetic of `reference.score_markers` and `reference.act_logits` (fp32). The host computes what it
+knows already (each marker's position in the flat stream, the mask as a multiplier and an additive bias,
+each row's log(k) and k / 255) and ships it with the ids. `KernelReadout` runs it as the bundle's two
+readout kernels; `Readout`, in about 20 torch launches, is the executor's `torch_readout` option and the
+kernels' oracle in tests/gpu. At one short row the host's launching, not the GPU, sets the engine time: on
+the H200's host a torch op costs 20-30 us to launch, a bundle kernel's ctypes call a few. Both stay outside
+the graph, as the spec has it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def host_inputs(batch: Batch) -> tuple[np.ndarray, ...]:
 
 
 class Readout:
-    """The scorer and the act head's weights, applied to a [R, L, D] fp32 stream: [R, K + n_act] out."""
+    """The scorer and the act head's weights, applied to a [R, L, D] fp32 stream: [R, K + n_act] out, in torch."""
 
     def __init__(self, scorer: nn.Sequential, act_head: nn.Sequential) -> None:
         norm, linear1, _, linear2 = scorer
@@ -55,3 +56,52 @@ class Readout:
         features = torch.stack([top2[:, 0], top2[:, 0] - top2[:, 1], entropy, k_feature], -1)
         act = F.linear(F.gelu(F.linear(torch.cat([h[:, 0], features], -1), *self.act1)), *self.act2)
         return torch.cat([logits, torch.softmax(act, -1)], dim=1)
+
+
+class KernelReadout:
+    """The same readout as the bundle's readout_scores_f32 and readout_heads_f32: two launches.
+
+    A call's launches are bound once per argument set (shapes and addresses), which the executor keeps
+    fixed per bucket and marker count; the output is a view of this object's buffer, valid until the next
+    call's launch on the stream.
+    """
+
+    MAX_BOUND = 4096  # argument sets kept bound; past it the table starts over (each is a few hundred bytes)
+
+    def __init__(self, kernels, scorer: nn.Sequential, act_head: nn.Sequential, *, max_markers: int, max_rows: int):
+        norm, linear1, _, linear2 = scorer
+        act1, _, act2 = act_head
+        self.kernels = kernels
+        self.scorer = (norm.weight, norm.bias, linear1.weight, linear1.bias, linear2.weight.view(-1))
+        self.b2 = linear2.bias
+        self.act = (act1.weight, act1.bias, act2.weight, act2.bias)
+        self.n_act = act2.weight.shape[0]
+        n_blocks = kernels.manifest.entries["readout_scores_f32"].args[-1].shape[1]
+        device = norm.weight.device
+        self.partials = torch.empty(max_markers * n_blocks, dtype=torch.float32, device=device)
+        self.n_blocks = n_blocks
+        self.out = torch.empty(max_rows * (max_markers // max_rows + self.n_act), dtype=torch.float32, device=device)
+        self._bound: dict[tuple, tuple] = {}
+
+    def __call__(self, h: Tensor, at: Tensor, keep: Tensor, bias: Tensor, log_k: Tensor, k_feature: Tensor) -> Tensor:
+        R, L, D = h.shape
+        N = at.numel()
+        C = N // R + self.n_act
+        key = (R, L, N, *(t.data_ptr() for t in (h, at, keep, bias, log_k, k_feature)))
+        launches = self._bound.get(key)
+        if launches is None:
+            if len(self._bound) >= self.MAX_BOUND:
+                self._bound.clear()
+            launches = self._bound[key] = self._bind(h.view(R * L, D), at, keep, bias, log_k, k_feature, R, L)
+        for launch in launches:
+            launch()
+        return self.out[: R * C].view(R, C)
+
+    def _bind(self, x, at, keep, bias, log_k, k_feature, R: int, L: int) -> tuple:
+        N = at.numel()
+        partials = self.partials[: N * self.n_blocks].view(N, self.n_blocks)
+        out = self.out[: R * (N // R + self.n_act)].view(R, -1)
+        return (
+            self.kernels.readout_scores_f32.bind(x, at, *self.scorer, partials),
+            self.kernels.readout_heads_f32.bind(partials, self.b2, keep, bias, log_k, k_feature, x, L, *self.act, out),
+        )
