@@ -63,11 +63,22 @@ TILE_CONFIGS = {
 
 
 def gemm(
-    N, K, *, bias=False, act="none", block_M=64, block_N=128, block_K=64, num_stages=3, threads=128, warps="square"
+    N,
+    K,
+    *,
+    bias=False,
+    act="none",
+    block_M=64,
+    block_N=128,
+    block_K=64,
+    num_stages=3,
+    threads=128,
+    warps="square",
+    prefetch=False,
 ):
     """C[M, N] = act(A[M, K] @ W[N, K]^T (+ Bias[N])); the Bias argument exists only when `bias`.
 
-    `warps`: as gemm_geglu's."""
+    `warps`, `prefetch`: as gemm_geglu's."""
     assert act in ACTIVATIONS, act
     policy = WARP_POLICIES[warps]
     M = T.dynamic("M")
@@ -75,16 +86,25 @@ def gemm(
     @T.macro
     def tile(A, W, Bias, C):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            after_previous_kernel()
             # bx: tile of output columns, by: tile of rows
             A_shared = T.alloc_shared((block_M, block_K), dtype)
-            W_shared = T.alloc_shared((block_N, block_K), dtype)
             C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            if prefetch:
+                W_slice = T.alloc_shared((block_N, K), dtype)
+                T.copy(W[bx * block_N, 0], W_slice)  # no kernel writes weights: fetched before the wait
+            else:
+                W_shared = T.alloc_shared((block_N, block_K), dtype)
+            after_previous_kernel()
             T.clear(C_local)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_shared)
-                T.copy(W[bx * block_N, k * block_K], W_shared)
-                T.gemm(A_shared, W_shared, C_local, transpose_B=True, policy=policy)
+                if prefetch:
+                    T.gemm(
+                        A_shared, W_slice[:, k * block_K : (k + 1) * block_K], C_local, transpose_B=True, policy=policy
+                    )
+                else:
+                    T.copy(W[bx * block_N, k * block_K], W_shared)
+                    T.gemm(A_shared, W_shared, C_local, transpose_B=True, policy=policy)
             if bias or act != "none":
                 for i, j in T.Parallel(block_M, block_N):
                     v = C_local[i, j] + Bias[bx * block_N + j] if bias else C_local[i, j]
@@ -124,6 +144,7 @@ def gemm_geglu(
     swizzle=0,
     warps="square",
     joint=False,
+    prefetch=False,
 ):
     """ModernBERT's GLU up-projection: C[M, F] = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T), GELU on the first half.
 
@@ -134,8 +155,14 @@ def gemm_geglu(
     whole rows, so its wgmma spans every column of the tile). `joint`: the two halves' weight slices share one
     shared-memory tile and one accumulator [block_M, 2 * block_N], so that each K step is one GEMM (one wgmma as
     wide as both halves, one wait) instead of two GEMMs that each wait for their own.
+    `prefetch` (with `joint`; for small M, where a pass streams weights): the block's whole weight slice [2 *
+    block_N, K] is fetched into shared memory before the wait for the previous kernel, which no weight depends
+    on, so the fetch overlaps that kernel's tail; only A is pipelined.
     """
     assert store in ("fragment", "shared"), store
+    assert joint or not prefetch, "prefetch keeps the joint weight tile"
+    # the rasterization renumbers the blocks after the prefetch has used their numbers
+    assert not (prefetch and swizzle), "prefetch fetches by the launch order's block numbers: no swizzle"
     policy = WARP_POLICIES[warps]
     M = T.dynamic("M")
 
@@ -146,9 +173,15 @@ def gemm_geglu(
         C: T.Tensor((M, F), dtype),
     ):
         with T.Kernel(T.ceildiv(F, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            after_previous_kernel()
             A_shared = T.alloc_shared((block_M, block_K), dtype)
-            if joint:  # rows [0, block_N): the activated half's slice, [block_N, 2 * block_N): the gate's
+            if prefetch:
+                W_slice = T.alloc_shared((2 * block_N, K), dtype)  # as W_shared below, every K step at once
+                for kk in T.unroll(T.ceildiv(K, block_K)):  # K step by K step, as the pipelined copies below
+                    cols = slice(kk * block_K, (kk + 1) * block_K)
+                    T.copy(Wi[bx * block_N : (bx + 1) * block_N, cols], W_slice[0:block_N, cols])
+                    T.copy(Wi[F + bx * block_N : F + (bx + 1) * block_N, cols], W_slice[block_N : 2 * block_N, cols])
+                acc = T.alloc_fragment((block_M, 2 * block_N), accum_dtype)
+            elif joint:  # rows [0, block_N): the activated half's slice, [block_N, 2 * block_N): the gate's
                 W_shared = T.alloc_shared((2 * block_N, block_K), dtype)
                 acc = T.alloc_fragment((block_M, 2 * block_N), accum_dtype)
             else:
@@ -157,6 +190,7 @@ def gemm_geglu(
                 acc = T.alloc_fragment((block_M, block_N), accum_dtype)  # the activated half
             acc_g = T.alloc_fragment((block_M, block_N), accum_dtype)  # the gate half (joint: copied out of acc)
             C_shared = T.alloc_shared((block_M, block_N), dtype) if store == "shared" else None
+            after_previous_kernel()
             if swizzle:
                 T.use_swizzle(panel_size=swizzle)
             T.clear(acc)
@@ -164,7 +198,9 @@ def gemm_geglu(
                 T.clear(acc_g)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_shared)
-                if joint:
+                if prefetch:
+                    T.gemm(A_shared, W_slice[:, k * block_K : (k + 1) * block_K], acc, transpose_B=True, policy=policy)
+                elif joint:
                     T.copy(
                         Wi[bx * block_N : (bx + 1) * block_N, k * block_K : (k + 1) * block_K], W_shared[0:block_N, :]
                     )

@@ -104,7 +104,7 @@ for s in $steps; do
     sweep) step sweep 240 python3 -m recipe.tile_sweep time bundles/sweep --baseline bundles/optimized \
              --output "$work/sweep"
            LAYA_TEST_BUNDLES=$(ls -d bundles/sweep/*/ | paste -sd:) step sweep-tests 150 python3 -m pytest -q \
-             -p no:cacheprovider tests/kernels/test_gemm.py -k geglu ;;
+             -p no:cacheprovider -rf tests/kernels/test_gemm.py ;;
     *) echo "gpu_session: no step $s" | tee -a "$out/steps.txt" ;;
   esac
 done

@@ -182,6 +182,24 @@ def test_a_sweep_candidate_holds_only_its_entries_with_its_tiers(tmp_path, capsy
     assert not (tmp_path / "e").exists()
 
 
+def test_a_prefetching_tier_fetches_its_weights_before_the_wait(tmp_path, capsys):
+    from bundle.build import main
+
+    qkv = {"max_m": None, "block_M": 64, "block_N": 24, "block_K": 64, "num_stages": 2, "threads": 128}
+    geglu = {**qkv, "block_N": 16, "store": "shared", "joint": True}
+    candidates = {"gemm_qkv_bf16": [{**qkv, "prefetch": True}], "gemm_geglu_bf16": [{**geglu, "prefetch": True}]}
+    assert main(out=tmp_path / "c", model="tiny", candidates=candidates) == 0
+    for entry in Manifest.read(tmp_path / "c").entries.values():
+        source = (tmp_path / "c" / "src" / f"{entry.tiers[0].symbol}.cu").read_text()
+        body = source[source.index("__launch_bounds__") :]
+        weight_load = "(Wi + " if "geglu" in entry.name else "tma_load(W_desc"  # GeGLU's halves: plain loads
+        assert body.index(weight_load) < body.index("cudaGridDependencySynchronize")
+
+    swizzled = {"gemm_geglu_bf16": [{**geglu, "prefetch": True, "swizzle": 10}]}
+    assert main(out=tmp_path / "d", model="tiny", candidates=swizzled) == 1
+    assert "no swizzle" in capsys.readouterr().err
+
+
 def test_a_sweep_summary_names_the_fastest_bundle_per_shape():
     from recipe.tile_sweep import summarize
 
