@@ -76,6 +76,37 @@ def test_a_worker_killed_whole_mid_batch_loses_nothing(private_db, launcher):
     assert worker.popen.pid not in {w["pid"] for w in service.workers()}
 
 
+def test_a_request_that_fails_the_executor_while_a_batch_lets_it_pass_requeues_the_batch(private_db, launcher):
+    """A sync request taken between two passes of a batch fails the executor: that request gets its 500, and the
+    batch, whose own passes were sound, goes back on its queue for the next worker instead of failing with it."""
+    service = Service(private_db)
+    # one window of 13 passes of at least 300 ms; the executor fails for good at the first pass 256 tokens wide
+    worker = launcher.worker(
+        service,
+        LAYA_BATCH_CHUNK="2048",
+        LAYA_EXECUTOR="recipe.paced_executor:make",
+        LAYA_PACE_MS="300",
+        LAYA_PACE_INNER="recipe.faulty_executor:make",
+        LAYA_FAULT_WIDTH="256",
+    )
+    launcher.api(service)
+    service.wait_healthy()
+    states = [f"state {i} " + "words " * 20 for i in range(200)]
+    batch_id = service.post("/v1/batches", json={"states": states, "questions": {"q": NOUL}}).json()["id"]
+    wait_until(lambda: service.get(f"/v1/batches/{batch_id}").json()["status"] == "running", 60, "the batch to start")
+
+    r = service.post("/v1/systemone", json=request_body("word " * 400, q=NOUL))
+    assert r.status_code == 500 and r.json()["error"] == "executor_failure", r.text
+    assert worker.popen.wait(30) != 0, worker.tail()
+    stopped = service.get(f"/v1/batches/{batch_id}").json()
+    assert stopped["status"] in ("queued", "running") and stopped["done"] < len(states), stopped
+    assert "executor failed; batch" in worker.tail() and "requeued" in worker.tail()
+    service.processes.remove(worker)
+    launcher.worker(service)
+
+    assert_finished_in_order(service, batch_id, states, {"q": NOUL}, checked=(0, len(states) - 1))
+
+
 def assert_finished_in_order(service: Service, batch_id: str, states: list[str], questions: dict, checked) -> None:
     """The batch reaches done on the next worker with every state's result, once each and in order: the states at
     the indices `checked` answered as each alone."""

@@ -294,6 +294,12 @@ class Runtime:
                 except StopIteration:
                     break
                 except Exception as e:
+                    if self.failed:  # a request the batch let pass failed the executor: another worker goes on
+                        stored = self.redis.llen(key)
+                        log.warning(
+                            "laya worker: executor failed; batch %s requeued after %d states", delivery.id, stored
+                        )
+                        self._requeue_task("this worker's executor has failed")
                     self._store(delivery, self._failure(e))
                     return
                 appended = self._append(delivery.id, done + start, results, time.perf_counter() - window_t0)
