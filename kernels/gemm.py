@@ -13,7 +13,8 @@ PASS_CONFIGS = FAST_MATH
 WARP_POLICIES = {"square": T.GemmWarpPolicy.Square, "rows": T.GemmWarpPolicy.FullRow}
 
 # entry name -> what it computes, in terms of the model's hidden size D, MLP width F (ModernBERT) and
-# the decision head's FFN width 4D: (N, K, bias, act) or ("geglu", F, K).
+# the decision head's FFN width 4D: (N, K, bias, act, accumulate) or ("geglu", F, K). The *_acc_f32 entries add
+# into the fp32 residual stream (the executor runs them on cuBLAS but where gemm_routes says ours is faster).
 SHAPES = {
     "gemm_qkv_bf16": lambda D, F: dict(N=3 * D, K=D),
     "gemm_attn_out_bf16": lambda D, F: dict(N=D, K=D),
@@ -23,6 +24,10 @@ SHAPES = {
     "gemm_head_out_bias_bf16": lambda D, F: dict(N=D, K=D, bias=True),
     "gemm_head_ffn1_bias_relu_bf16": lambda D, F: dict(N=4 * D, K=D, bias=True, act="relu"),
     "gemm_head_ffn2_bias_bf16": lambda D, F: dict(N=D, K=4 * D, bias=True),
+    "gemm_attn_out_acc_f32": lambda D, F: dict(N=D, K=D, accumulate=True),
+    "gemm_mlp_out_acc_f32": lambda D, F: dict(N=D, K=F, accumulate=True),
+    "gemm_head_out_bias_acc_f32": lambda D, F: dict(N=D, K=D, bias=True, accumulate=True),
+    "gemm_head_ffn2_bias_acc_f32": lambda D, F: dict(N=D, K=4 * D, bias=True, accumulate=True),
 }
 
 _ORIGINAL_GEMM = dict(max_m=None, block_M=64, block_N=128, block_K=64, num_stages=3, threads=128)
@@ -36,6 +41,9 @@ _ORIGINAL_GEGLU = dict(max_m=None, block_M=64, block_N=64, block_K=64, num_stage
 _SMALL = dict(max_m=128, block_M=64, block_K=128, num_stages=4, threads=128)
 _MID = dict(max_m=1024, block_M=64, block_K=64, num_stages=4, threads=128)
 _LARGE = dict(max_m=None, block_M=128, block_N=256, block_K=64, num_stages=4, threads=256)
+# The accumulating entries' M <= 128 tier fetches each block's weight slice before waiting for the previous kernel
+# (`prefetch`; not yet timed on the H200: docs/kernels.md, "Weights fetched before the wait").
+_SMALL_PREFETCH = dict(_SMALL, num_stages=3, prefetch=True)
 # GeGLU: both halves' weight slices in one shared tile and one accumulator ("joint"), each warpgroup taking whole
 # rows, so that a K step is one wgmma as wide as both halves; the output tile staged in shared memory for TMA.
 # 128 x 64 tiles up to M = 384, where ceil(M / 128) x 41 tiles still fit the 132 SMs in one wave. The fastest of
@@ -58,6 +66,11 @@ TILE_CONFIGS = {
         "gemm_head_out_bias_bf16": [dict(_SMALL, block_N=8), dict(_MID, block_N=64), _LARGE],  # 128
         "gemm_head_ffn1_bias_relu_bf16": [dict(_SMALL, block_N=32), dict(_MID, block_N=128), _LARGE],  # 128
         "gemm_head_ffn2_bias_bf16": [dict(_SMALL, block_N=8), dict(_MID, block_N=64), _LARGE],  # 128
+        **{
+            name: [dict(_SMALL_PREFETCH, block_N=8), dict(_MID, block_N=64), _LARGE]  # 128
+            for name in SHAPES
+            if name.endswith("_acc_f32")
+        },
     },
 }
 
@@ -75,13 +88,18 @@ def gemm(
     threads=128,
     warps="square",
     prefetch=False,
+    accumulate=False,
 ):
     """C[M, N] = act(A[M, K] @ W[N, K]^T (+ Bias[N])); the Bias argument exists only when `bias`.
 
+    `accumulate`: C is the fp32 residual stream and the product is added into it, C += A @ W^T (+ Bias), with no
+    bf16 rounding of the layer's output (what cuBLAS does for the executor with an fp32 output and beta = 1).
     `warps`, `prefetch`: as gemm_geglu's."""
     assert act in ACTIVATIONS, act
+    assert act == "none" or not accumulate, "an activation applies to a layer's output, not to the stream"
     policy = WARP_POLICIES[warps]
     M = T.dynamic("M")
+    k_steps = -(-K // block_K)
 
     @T.macro
     def tile(A, W, Bias, C):
@@ -89,14 +107,14 @@ def gemm(
             # bx: tile of output columns, by: tile of rows
             A_shared = T.alloc_shared((block_M, block_K), dtype)
             C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
-            if prefetch:
-                W_slice = T.alloc_shared((block_N, K), dtype)
+            if prefetch:  # K padded to whole steps: the copy past K reads zeros (TMA fills outside the tensor)
+                W_slice = T.alloc_shared((block_N, k_steps * block_K), dtype)
                 T.copy(W[bx * block_N, 0], W_slice)  # no kernel writes weights: fetched before the wait
             else:
                 W_shared = T.alloc_shared((block_N, block_K), dtype)
             after_previous_kernel()
             T.clear(C_local)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+            for k in T.Pipelined(k_steps, num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_shared)
                 if prefetch:
                     T.gemm(
@@ -109,8 +127,14 @@ def gemm(
                 for i, j in T.Parallel(block_M, block_N):
                     v = C_local[i, j] + Bias[bx * block_N + j] if bias else C_local[i, j]
                     C_local[i, j] = activate(v, act)
-            T.copy(C_local, C[by * block_M, bx * block_N])
+            if accumulate:
+                for i, j in T.Parallel(block_M, block_N):
+                    if by * block_M + i < M:
+                        C[by * block_M + i, bx * block_N + j] = C[by * block_M + i, bx * block_N + j] + C_local[i, j]
+            else:
+                T.copy(C_local, C[by * block_M, bx * block_N])
 
+    out_dtype = accum_dtype if accumulate else dtype
     if bias:
 
         @T.prim_func
@@ -118,14 +142,14 @@ def gemm(
             A: T.Tensor((M, K), dtype),
             W: T.Tensor((N, K), dtype),
             Bias: T.Tensor((N,), accum_dtype),
-            C: T.Tensor((M, N), dtype),
+            C: T.Tensor((M, N), out_dtype),
         ):
             tile(A, W, Bias, C)
 
     else:
 
         @T.prim_func
-        def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K), dtype), C: T.Tensor((M, N), dtype)):
+        def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K), dtype), C: T.Tensor((M, N), out_dtype)):
             tile(A, W, None, C)
 
     return main

@@ -3,11 +3,13 @@
     python -m recipe.gemm_routes --bundle bundles/optimized --output OUT
 
 For each GEMM entry point and M (token rows of a forward pass), times the bundle's kernel (the tier the
-loader picks for M) and the cuBLAS launch the executor would use instead (`worker.engine.executors.cuda`:
-torch.mm / addmm with the bias and ReLU, for GeGLU the GEMM into [M, 2F] and the elementwise gelu(a) * g),
-both as `recipe.kernel_bench` times kernels: inside one CUDA graph, weights cycling through copies past
-the L2, 3 warm-up replays and 20 timed ones, a sample per launch. Writes OUT/gemm_routes.csv (every median)
-and OUT/gemm_routes.json (the M ranges where cuBLAS was faster, per entry: what `gemm_routes.ROUTES` takes).
+loader picks for M) and the cuBLAS launch the executor would use instead (`worker.engine.executors.chain`:
+torch.mm / addmm with the bias and ReLU, for GeGLU the GEMM into [M, 2F] and the elementwise gelu(a) * g, for
+the *_acc_f32 entries the fp32-output addmm into the stream and the bias), both as `recipe.kernel_bench` times
+kernels: inside one CUDA graph, weights cycling through copies past the L2, 3 warm-up replays and 20 timed
+ones, a sample per launch. Writes OUT/gemm_routes.csv (every median) and OUT/gemm_routes.json: the M ranges
+where cuBLAS was faster, per entry (what `gemm_routes.ROUTES` takes), and for the accumulating entries the
+ranges where the bundle's kernel was faster (what `gemm_routes.ACCUMULATE_ON_BUNDLE` takes).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import torch
 
 from bundle.loader import Kernels
 from recipe.kernel_bench import graph_launch_times_us, make_args, weight_copies
-from worker.engine.executors.chain import cublas_geglu, cublas_gemm
+from worker.engine.executors.chain import cublas_accumulate, cublas_geglu, cublas_gemm
+from worker.engine.executors.gemm_routes import ACCUMULATING
 
 # (rows, tokens) per timed shape; M = rows x tokens runs from one short row to 16 full ones
 SHAPES = ((1, 16), (1, 80), (1, 128), (1, 256), (3, 192), (2, 512), (5, 512), (8, 512), (16, 512))
@@ -70,7 +73,7 @@ def main(*, bundle: Path, output: Path) -> int:
                     "ratio": round(timed["tilelang"] / timed["cublas"], 3),
                 }
             )
-            if timed["cublas"] < timed["tilelang"]:
+            if (timed["cublas"] < timed["tilelang"]) != (name in ACCUMULATING):
                 faster[name].append(m)
             print(
                 f"{name:30} M={m:5} tilelang {timed['tilelang']:8.2f} us  cublas {timed['cublas']:8.2f} us", flush=True
@@ -79,7 +82,8 @@ def main(*, bundle: Path, output: Path) -> int:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    table = {name: ranges(ms) for name, ms in faster.items() if ms}
+    table = {name: ranges(ms) for name, ms in faster.items() if ms and name not in ACCUMULATING}
+    bundle_accumulates = {name: ranges(ms) for name, ms in faster.items() if ms and name in ACCUMULATING}
     meta = {
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -87,9 +91,10 @@ def main(*, bundle: Path, output: Path) -> int:
         "command": sys.argv,
         "m_values": M_VALUES,
         "cublas_faster": table,
+        "bundle_accumulates_faster": bundle_accumulates,
     }
     (output / "gemm_routes.json").write_text(json.dumps(meta, indent=1) + "\n")
-    print(json.dumps(table, indent=1))
+    print(json.dumps({"cublas_faster": table, "bundle_accumulates_faster": bundle_accumulates}, indent=1))
     return 0
 
 
@@ -110,7 +115,10 @@ def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str) -> tup
         else:
             names = [a.name for a in entry.args]
             bias = args[names.index("Bias")] if "Bias" in names else None
-            made.append(cublas_gemm(args[0], args[1], args[-1], bias=bias, relu="relu" in name))
+            if name in ACCUMULATING:
+                made.append(cublas_accumulate(args[0], args[1], args[-1], bias=bias))
+            else:
+                made.append(cublas_gemm(args[0], args[1], args[-1], bias=bias, relu="relu" in name))
     return made, arg_sets
 
 

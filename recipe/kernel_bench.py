@@ -31,6 +31,7 @@ WARMUP_REPLAYS = 3
 TIMED_REPLAYS = 20
 MIN_REPS = 10
 COLD_BYTES = 256 << 20  # weight copies per GEMM graph: well past the H200's 50 MB L2
+READOUT_MARKERS, READOUT_ACTS = 4, 3  # the readout kernels' option markers per row and acts
 
 
 def main(*, bundles: list[Path], output: Path, entries: list[str] | None = None) -> int:
@@ -136,7 +137,7 @@ def make_args(kernels: Kernels, name: str, R: int, L: int, seed: int) -> list:
     gen = torch.Generator(device="cuda")
     gen.manual_seed(seed)
     M = R * L
-    sizes = {"M": M, "R": R}
+    sizes = {"M": M, "R": R, "N": R * READOUT_MARKERS, "A": READOUT_ACTS, "C": READOUT_MARKERS + READOUT_ACTS}
     args = []
     for a in kernels.manifest.entries[name].args:
         if not a.is_tensor:
@@ -147,6 +148,8 @@ def make_args(kernels: Kernels, name: str, R: int, L: int, seed: int) -> list:
             t = torch.randint(0, m.vocab_size, shape, device="cuda", generator=gen, dtype=torch.int32)
         elif a.name == "Q":
             t = torch.randint(0, 3, shape, device="cuda", generator=gen, dtype=torch.int32)
+        elif a.name == "At":  # the readout's option markers: rows of the stream
+            t = torch.randint(0, M, shape, device="cuda", generator=gen, dtype=torch.int32)
         elif a.name == "Lens":
             t = torch.full(shape, L, device="cuda", dtype=torch.int32)
         elif a.name in ("Cos", "Sin"):

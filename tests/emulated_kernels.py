@@ -117,6 +117,17 @@ class _Math:
     def gemm_head_ffn1_bias_relu_bf16(self, A, W, Bias, C):
         self._gemm(A, W, C, Bias, "relu")
 
+    # GEMMs added into the fp32 stream
+    def gemm_attn_out_acc_f32(self, A, W, X):
+        X.add_(reference.gemm(A, W))
+
+    gemm_mlp_out_acc_f32 = gemm_attn_out_acc_f32
+
+    def gemm_head_out_bias_acc_f32(self, A, W, Bias, X):
+        X.add_(reference.gemm(A, W, Bias))
+
+    gemm_head_ffn2_bias_acc_f32 = gemm_head_out_bias_acc_f32
+
     # the readout after the graph
     def readout_scores_f32(self, X, At, NormW, NormB, W1, B1, W2, P):
         P.copy_(reference.readout_partials(X, At, NormW, NormB, W1, B1, W2, P.shape[1], READOUT_EPS))

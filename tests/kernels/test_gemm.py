@@ -6,6 +6,7 @@ import torch
 from bundle.build import CANDIDATE_CONFIG
 from kernels import reference
 from kernels.shapes import SHAPES
+from worker.engine.executors.gemm_routes import ACCUMULATING
 
 pytestmark = pytest.mark.gpu
 
@@ -52,6 +53,25 @@ def test_gemm(kernels, gen, poisoned, name, R, L):
     assert torch.isfinite(C).all(), "unwritten (NaN) outputs"
     err = reference.rel_error(C, reference.gemm(A, W, bias, act))
     assert err < reference.REL_BF16, f"relative error {err:.2e}"
+
+
+@pytest.mark.parametrize(("R", "L"), SHAPES)
+@pytest.mark.parametrize("name", ACCUMULATING)
+def test_gemm_accumulates_into_the_stream(kernels, gen, name, R, L):
+    entry = _entry(kernels, name)
+    shapes = {a.name: a.shape for a in entry.args}
+    M, (N, K) = R * L, shapes["W"]
+    A = torch.randn(M, K, device="cuda", generator=gen).to(torch.bfloat16)
+    W = _weights((N, K), gen)
+    X = torch.randn(M, N, device="cuda", generator=gen) * 30  # the residual stream: large fp32 values
+    before = X.clone()
+    bias = torch.randn(N, device="cuda", generator=gen) * 0.5 if "Bias" in shapes else None
+    getattr(kernels, name)(A, W, *(() if bias is None else (bias,)), X)
+    torch.cuda.synchronize()
+    # what was added, against fp32 products of the bf16 operands (no bf16 rounding): the stream's own rounding
+    # (an ulp of 30 is 2e-6) and the summation order
+    err = reference.rel_error(X - before, reference.gemm(A, W, bias))
+    assert err < 1e-4, f"relative error {err:.2e}"
 
 
 @pytest.mark.parametrize(("R", "L"), SHAPES)

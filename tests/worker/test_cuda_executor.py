@@ -23,7 +23,7 @@ from worker.engine.executors.cuda import PASSES_IN_FLIGHT, BundleRefused, CudaEx
 from worker.engine.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, ROUTES, TILELANG, GemmRoutes
 from worker.engine.sequences import Row
 
-TILELANG_ONLY = GemmRoutes("tilelang", {})
+TILELANG_ONLY = GemmRoutes.for_bundle("optimized", use_cublas=False)  # the stream accumulated by the bundle too
 ALL_CUBLAS = GemmRoutes("all-cublas", {entry: ((1, None),) for entry in ROUTES["optimized"]})
 # bf16 weights and activations against the fp32 reference, on a random tiny model whose scorer is 32x wider than
 # its fan-in (so options differ by whole logits): the emulated chain shows up to 0.047 across routes and RoPE
@@ -105,7 +105,7 @@ def test_one_forward_launches_the_documented_chain(tiny_checkpoint):
     cfg, launches = engine.config, engine.executor.kernels.launches
     n_global = sum(t == GLOBAL for t in cfg.layer_types)
     n_layers, n_head = cfg.num_layers, cfg.head_layers
-    assert launches[0] == "embed_norm_bf16" and launches[-3] == "gemm_head_ffn1_bias_relu_bf16"
+    assert launches[0] == "embed_norm_bf16" and launches[-3] == "gemm_head_ffn2_bias_acc_f32"
     assert launches[-2:] == ["readout_scores_f32", "readout_heads_f32"]  # after the graph: two launches
     assert collections.Counter(launches) == {
         "embed_norm_bf16": 1,
@@ -113,7 +113,12 @@ def test_one_forward_launches_the_documented_chain(tiny_checkpoint):
         "rope_fp32_bf16": n_layers,
         "attn_fwd_global_bf16": n_global + n_head,
         "attn_fwd_local_bf16": n_layers - n_global,
-        # the GEMMs whose output joins a residual stream add into it on cuBLAS; a norm without the add follows
+        # the GEMMs whose output joins a residual stream add into it (here the bundle's kernels, as routed); a norm
+        # without the add follows
+        "gemm_attn_out_acc_f32": n_layers,
+        "gemm_mlp_out_acc_f32": n_layers,
+        "gemm_head_out_bias_acc_f32": n_head,
+        "gemm_head_ffn2_bias_acc_f32": n_head,
         "norm_bias_bf16": 2 * n_layers + 2 * n_head - 1,
         "gemm_geglu_bf16": n_layers,
         "type_add_norm_bias_bf16": 1,
@@ -166,7 +171,7 @@ def test_each_bucket_records_what_runs_each_entry_point(tiny_checkpoint):
     small, large = (m for _, m in sorted(mapping.items(), key=lambda kv: int(kv[0].split("x")[0])))
     assert small["gemm_geglu_bf16"] == CUBLAS and large["gemm_geglu_bf16"] == "emulated_gemm_geglu_bf16"
     assert small["gemm_qkv_bf16"] == "emulated_gemm_qkv_bf16"
-    assert small["gemm_attn_out_bf16"] == large["gemm_mlp_out_bf16"] == CUBLAS_ACCUMULATE
+    assert small["gemm_attn_out_acc_f32"] == large["gemm_mlp_out_acc_f32"] == CUBLAS_ACCUMULATE
     assert "16x512" in mapping
 
 
@@ -179,6 +184,12 @@ def test_routes_are_chosen_by_entry_and_m():
     assert routes.route("attn_fwd_global_bf16", 16) == TILELANG
     assert GemmRoutes.for_bundle("original").route("gemm_qkv_bf16", 16) == TILELANG
     assert GemmRoutes.for_bundle("optimized", use_cublas=False).route("gemm_qkv_bf16", 16) == TILELANG
+    # the stream's GEMMs on cuBLAS until the bundle's accumulating kernels are measured faster, but without cuBLAS
+    acc = "gemm_mlp_out_acc_f32"
+    assert routes.route_accumulate(acc, 16) == routes.route_accumulate(acc, 8192) == CUBLAS_ACCUMULATE
+    assert TILELANG_ONLY.route_accumulate(acc, 16) == TILELANG
+    assert "the stream accumulated by the bundle's kernels for" in TILELANG_ONLY.summary()
+    assert f"{acc} M 1-any" in TILELANG_ONLY.summary()
     assert f"{ffn1} M 17-any" in routes.summary()
     with pytest.raises(ValueError, match="no GEMM routing table for tile configuration 'other'"):
         GemmRoutes.for_bundle("other")

@@ -6,7 +6,8 @@ A pass is the embeddings, every encoder layer (QKV, RoPE, attention, the output 
 fp32 stream, norm, GeGLU, the down projection accumulated, norm) and the decision head's layers, as
 `docs/kernels.md` describes. A GEMM runs on the bundle's kernel or, where the routing table says so
 (`gemm_routes`), on cuBLAS through torch inside the same graph; the GEMMs whose output is added to a residual
-stream accumulate into it in fp32 on cuBLAS (`cublas_accumulate`).
+stream accumulate into it in fp32, on cuBLAS (`cublas_accumulate`) or, where the routing table says so, on the
+bundle's accumulating kernels.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from torch import Tensor
 
 from laya_common.model import ModelConfig
 from worker.engine.executors.device_weights import DeviceWeights, Workspaces
-from worker.engine.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, GemmRoutes
+from worker.engine.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, TILELANG, GemmRoutes
 
 
 class Chain:
@@ -56,10 +57,10 @@ class Chain:
                 self._gemm("gemm_qkv_bf16", Y, layer.wqkv, QKV),
                 self._kernel(self.rope_entry, QKV, *self.rope[kind], L),
                 self._kernel(f"attn_fwd_{kind}_bf16", QKV, lens, L, O),
-                *self._accumulate("gemm_attn_out_bf16", O, layer.wo, X),
+                self._accumulate("gemm_attn_out_acc_f32", O, layer.wo, X),
                 self._kernel("norm_bias_bf16", X, layer.mlp_norm, w.no_bias, Y),
                 self._geglu(Y, layer.wi, G),
-                *self._accumulate("gemm_mlp_out_bf16", G, layer.wo2, X),
+                self._accumulate("gemm_mlp_out_acc_f32", G, layer.wo2, X),
                 self._kernel("norm_bias_bf16", X, nxt, w.no_bias, Y),
             ]
         # the head's stream starts as bf16(final_norm(x)) + the question type's embedding, in X's buffer
@@ -69,10 +70,10 @@ class Chain:
             steps += [
                 self._gemm("gemm_head_qkv_bias_bf16", Y, layer.in_w, QKV, bias=layer.in_b),
                 self._kernel("attn_fwd_global_bf16", QKV, lens, L, O),
-                *self._accumulate("gemm_head_out_bias_bf16", O, layer.out_w, X, bias=layer.out_b),
+                self._accumulate("gemm_head_out_bias_acc_f32", O, layer.out_w, X, bias=layer.out_b),
                 self._kernel("norm_bias_bf16", X, layer.n2_w, layer.n2_b, Y),
                 self._gemm("gemm_head_ffn1_bias_relu_bf16", Y, layer.l1_w, H, bias=layer.l1_b, relu=True),
-                *self._accumulate("gemm_head_ffn2_bias_bf16", H, layer.l2_w, X, bias=layer.l2_b),
+                self._accumulate("gemm_head_ffn2_bias_acc_f32", H, layer.l2_w, X, bias=layer.l2_b),
             ]
             if j + 1 < len(w.head):
                 nxt = w.head[j + 1]
@@ -91,12 +92,12 @@ class Chain:
             return self._kernel(entry, A, W, *(() if bias is None else (bias,)), C)
         return Step(entry, CUBLAS, cublas_gemm(A, W, C, bias=bias, relu=relu))
 
-    def _accumulate(self, entry: str, A: Tensor, W: Tensor, X: Tensor, *, bias: Tensor | None = None) -> list[Step]:
-        """X += A @ W^T (+ bias) into an fp32 stream: cuBLAS, then the bias (fp32) in its own pass."""
-        steps = [Step(entry, CUBLAS_ACCUMULATE, cublas_accumulate(A, W, X))]
-        if bias is not None:
-            steps.append(Step(f"{entry}:bias", "torch", lambda: X.add_(bias)))
-        return steps
+    def _accumulate(self, entry: str, A: Tensor, W: Tensor, X: Tensor, *, bias: Tensor | None = None) -> Step:
+        """X += A @ W^T (+ bias) into an fp32 stream: cuBLAS (then the bias in its own pass) or, where the routing
+        table says so, the bundle's accumulating kernel."""
+        if self.routes.route_accumulate(entry, A.shape[0]) == TILELANG:
+            return self._kernel(entry, A, W, *(() if bias is None else (bias,)), X)
+        return Step(entry, CUBLAS_ACCUMULATE, cublas_accumulate(A, W, X, bias=bias))
 
     def _geglu(self, A: Tensor, Wi: Tensor, G: Tensor) -> Step:
         """G = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T): the fused kernel, or cuBLAS and one elementwise pass."""
@@ -146,11 +147,19 @@ def cublas_geglu(A: Tensor, Wi: Tensor, G: Tensor, G2: Tensor):
     return run
 
 
-def cublas_accumulate(A: Tensor, W: Tensor, X: Tensor):
-    """A launch of X += A @ W^T into the fp32 stream: cuBLAS reads and writes X in fp32 in its epilogue, so the
-    layer's output is never rounded to bf16 (capturable). On the CPU, where torch has no bf16 GEMM with an fp32
-    output, the same sum from fp32 copies (the tests' emulated chain)."""
+def cublas_accumulate(A: Tensor, W: Tensor, X: Tensor, *, bias: Tensor | None = None):
+    """A launch of X += A @ W^T (+ bias) into the fp32 stream: cuBLAS reads and writes X in fp32 in its epilogue,
+    so the layer's output is never rounded to bf16, and the fp32 bias follows in a pass of its own (capturable). On
+    the CPU, where torch has no bf16 GEMM with an fp32 output, the same sum from fp32 copies (the tests' emulated
+    chain)."""
     Wt = W.t()
-    if X.device.type != "cuda":
-        return lambda: X.addmm_(A.float(), Wt.float())
-    return lambda: torch.addmm(X, A, Wt, out_dtype=torch.float32, out=X)
+
+    def run() -> None:
+        if X.device.type != "cuda":
+            X.addmm_(A.float(), Wt.float())
+        else:
+            torch.addmm(X, A, Wt, out_dtype=torch.float32, out=X)
+        if bias is not None:
+            X.add_(bias)
+
+    return run

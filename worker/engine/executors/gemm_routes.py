@@ -9,12 +9,13 @@ cuBLAS only where it was measured faster there; the measurement is named beside 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 CUBLAS, TILELANG = "cublas", "tilelang"
-# The four GEMMs whose output joins a residual stream (attention out, MLP out, the head's out_proj and FFN2) are
-# not routed: they always run on cuBLAS, adding A @ W^T into the fp32 stream in the GEMM's epilogue (the bundle's
-# kernels write bf16, and that rounding was the largest part of the distance to fp32: docs/cuda-executor.md).
+# The four GEMMs whose output joins a residual stream (attention out, MLP out, the head's out_proj and FFN2) add
+# A @ W^T into the fp32 stream in the GEMM's epilogue, never rounding the layer's output to bf16 (that rounding was
+# the largest part of the distance to fp32: docs/cuda-executor.md). They run on cuBLAS but in the ranges of
+# ACCUMULATE_ON_BUNDLE, where the bundle's *_acc_f32 kernel does the same.
 CUBLAS_ACCUMULATE = "cublas-fp32-accumulate"
 
 # (lowest M, highest M or None for no bound) per entry point.
@@ -34,33 +35,59 @@ ROUTES: dict[str, dict[str, Ranges]] = {
 }
 
 
+# Per accumulating GEMM, the M ranges where the bundle's kernel runs it instead of cuBLAS: none until the H200
+# measures the kernels against cuBLAS (`recipe.gemm_routes`, its "bundle_accumulates_faster").
+ACCUMULATE_ON_BUNDLE: dict[str, dict[str, Ranges]] = {"original": {}, "optimized": {}}
+ACCUMULATING = (
+    "gemm_attn_out_acc_f32",
+    "gemm_mlp_out_acc_f32",
+    "gemm_head_out_bias_acc_f32",
+    "gemm_head_ffn2_bias_acc_f32",
+)
+EVERY_M: Ranges = ((1, None),)
+
+
 @dataclass(frozen=True)
 class GemmRoutes:
     name: str  # the tile configuration whose table this is, or "tilelang" for none
-    ranges: dict[str, Ranges]
+    ranges: dict[str, Ranges]  # to cuBLAS
+    accumulate_ranges: dict[str, Ranges] = field(default_factory=dict)  # accumulating GEMMs to the bundle
 
     @classmethod
     def for_bundle(cls, tile_config: str, *, use_cublas: bool = True) -> GemmRoutes:
+        """The table of a bundle's tile configuration; without cuBLAS, every GEMM on the bundle's kernels."""
         if not use_cublas:
-            return cls("tilelang", {})
+            return cls("tilelang", {}, dict.fromkeys(ACCUMULATING, EVERY_M))
         if tile_config not in ROUTES:
             raise ValueError(f"no GEMM routing table for tile configuration {tile_config!r}; known: {sorted(ROUTES)}")
-        return cls(tile_config, ROUTES[tile_config])
+        return cls(tile_config, ROUTES[tile_config], ACCUMULATE_ON_BUNDLE[tile_config])
 
     def route(self, entry: str, m: int) -> str:
         """CUBLAS or TILELANG for `entry` at M token rows."""
-        for low, high in self.ranges.get(entry, ()):
-            if low <= m and (high is None or m <= high):
-                return CUBLAS
-        return TILELANG
+        return CUBLAS if _within(self.ranges.get(entry, ()), m) else TILELANG
+
+    def route_accumulate(self, entry: str, m: int) -> str:
+        """CUBLAS_ACCUMULATE or TILELANG for the accumulating GEMM `entry` at M token rows."""
+        return TILELANG if _within(self.accumulate_ranges.get(entry, ()), m) else CUBLAS_ACCUMULATE
 
     def summary(self) -> str:
-        """One line for the startup log: the table's name and what goes to cuBLAS."""
+        """One line for the startup log: the table's name, what goes to cuBLAS and what accumulates on the bundle."""
         if not self.ranges:
-            return f"{self.name}: every GEMM on the bundle's kernels"
-        parts = [
-            f"{entry} M {low}-{high if high is not None else 'any'}"
-            for entry, ranges in self.ranges.items()
-            for low, high in ranges
-        ]
-        return f"{self.name}: cuBLAS for " + ", ".join(parts)
+            line = f"{self.name}: every GEMM on the bundle's kernels"
+        else:
+            line = f"{self.name}: cuBLAS for " + _ranges_text(self.ranges)
+        if self.accumulate_ranges:
+            line += "; the stream accumulated by the bundle's kernels for " + _ranges_text(self.accumulate_ranges)
+        return line
+
+
+def _within(ranges: Ranges, m: int) -> bool:
+    return any(low <= m and (high is None or m <= high) for low, high in ranges)
+
+
+def _ranges_text(table: dict[str, Ranges]) -> str:
+    return ", ".join(
+        f"{entry} M {low}-{high if high is not None else 'any'}"
+        for entry, ranges in table.items()
+        for low, high in ranges
+    )
