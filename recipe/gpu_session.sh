@@ -55,7 +55,7 @@ for s in $steps; do
                        -p no:cacheprovider -rf tests/kernels/test_readout.py ;;
     kernels) LAYA_TEST_BUNDLES=bundles/original:bundles/optimized \
                step kernels 90 python3 -m pytest -q -p no:cacheprovider tests/kernels ;;
-    gpu-tests) step gpu-tests 150 python3 -m pytest -q -p no:cacheprovider -rf tests/gpu ;;
+    gpu-tests) step gpu-tests 240 python3 -m pytest -q -p no:cacheprovider -rf tests/gpu ;;
     parity) step parity 240 python3 -m recipe.parity --checkpoint "$ckpt" --bundle "$optimized" --per-class 100 \
               --output "$work/parity" ;;
     same-answers) NEW_ARGS=--torch-readout step same-answers 300 recipe/same_answers.sh "${LAYA_AB_BASE_TREE:-ab_base/full}" "$ckpt" \
