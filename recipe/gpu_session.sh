@@ -10,7 +10,7 @@
 # same-answers recipe/same_answers.sh: the parity corpus answered byte for byte by an older whole tree
 #              (LAYA_AB_BASE_TREE, default ab_base/full: git archive COMMIT | tar -x) and by this one, with the
 #              torch readout that tree ran
-# readout-kernels  tests/kernels/test_readout.py on bundles/optimized
+# readout-kernels  tests/kernels/test_readout_kernels.py on bundles/optimized
 # compare      recipe.benchmark --compare: ours against laya stock bf16, laya fast and laya-cuda; batch scoring
 # readme       recipe/gpu_readme_steps.sh: the README's "Run on a GPU" steps after the installs
 # round-trips  recipe.broker_round_trips: kombu's stock QoS.append and QoS.ack on this host's Redis
@@ -52,7 +52,7 @@ for s in $steps; do
     prepare) step prepare 150 python3 -m recipe.gpu_workdir large:bundles/optimized large:bundles/original \
                tiny:bundles/tiny ;;
     readout-kernels) LAYA_TEST_BUNDLES=bundles/optimized step readout-kernels 90 python3 -m pytest -q \
-                       -p no:cacheprovider -rf tests/kernels/test_readout.py ;;
+                       -p no:cacheprovider -rf tests/kernels/test_readout_kernels.py ;;
     kernels) LAYA_TEST_BUNDLES=bundles/original:bundles/optimized \
                step kernels 90 python3 -m pytest -q -p no:cacheprovider tests/kernels ;;
     gpu-tests) step gpu-tests 240 python3 -m pytest -q -p no:cacheprovider -rf tests/gpu ;;

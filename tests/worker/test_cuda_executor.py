@@ -131,7 +131,7 @@ def test_one_forward_launches_the_documented_chain(tiny_checkpoint):
 
 def test_the_readout_kernels_answer_as_the_torch_readout(tiny_checkpoint):
     """What the executor binds to the two readout kernels (stream, markers, weights, buffers) gives the torch
-    readout's answers; the kernels' own arithmetic is tests/kernels/test_readout.py's, on the H200."""
+    readout's answers; the kernels' own arithmetic is tests/kernels/test_readout_kernels.py's, on the H200."""
     kernels, torch_ops = emulated_engine(tiny_checkpoint), emulated_engine(tiny_checkpoint, torch_readout=True)
     assert (kernels.executor.describe()["readout"], torch_ops.executor.describe()["readout"]) == ("kernels", "torch")
     for request in REQUESTS + REQUESTS04:
