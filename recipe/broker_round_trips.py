@@ -18,10 +18,9 @@ import uuid
 from pathlib import Path
 
 from celery import Celery
-from kombu import Connection
 
 from laya_common import contract
-from laya_common.broker import messages, transport
+from laya_common.broker import messages, stock
 from recipe.provenance import versions
 
 QUEUE = "laya.round-trips"
@@ -42,22 +41,21 @@ def measure(redis_url: str, samples: int = SAMPLES) -> dict:
     celery = Celery("round-trips")
     celery.conf.update(contract.celery_config(redis_url))
     raw = messages.encode(celery, contract.TASK_DECIDE, PAYLOAD, task_id="round-trips", queue=QUEUE)
-    with Connection(redis_url) as conn:  # kombu's stock Redis transport
-        channel = conn.channel()
-        channel.client.lpush(QUEUE, raw)
-        message = channel.basic_get(QUEUE, no_ack=True)
-        timed = {"QoS.append": [], "QoS.ack": []}
+    records = stock.StockRecords(redis_url, QUEUE, raw)  # kombu's stock Redis transport
+    timed = {"QoS.append": [], "QoS.ack": []}
+    try:
         for i in range(WARMUPS + samples):
             tag = str(uuid.uuid4())
             t0 = time.perf_counter()
-            channel.qos.append(message, tag)
+            records.append(tag)
             t1 = time.perf_counter()
-            channel.qos.ack(tag)
+            records.ack(tag)
             t2 = time.perf_counter()
             if i >= WARMUPS:
                 timed["QoS.append"].append(t1 - t0)
                 timed["QoS.ack"].append(t2 - t1)
-        channel.client.delete(QUEUE, *transport.RECORD_KEYS)
+    finally:
+        records.close()
     return {
         "message_bytes": len(raw),
         "samples": samples,

@@ -18,7 +18,7 @@ import requests
 
 from app.dispatch import new_id
 from laya_common import contract
-from laya_common.broker import queues
+from laya_common.broker import queues, stock
 from service.helpers import API_KEY, BIN, NOUL, REDIS_PASSWORD, Service, free_port, request_body, wait_until
 
 PAYLOAD = request_body("Please refund the duplicate charge.", refund=NOUL)
@@ -66,25 +66,20 @@ class _Touch:
 
 
 def test_a_pickled_message_on_the_queue_is_refused_not_executed(private_db, launcher, tmp_path):
-    from kombu import Connection
-
     service = Service(private_db)
     launcher.worker(service)
     launcher.api(service)
     service.wait_healthy()
     marker = tmp_path / "unpickled"
     body = pickle.dumps(((_Touch(marker),), {}, {"callbacks": None, "errbacks": None, "chain": None, "chord": None}))
-    with Connection(private_db) as conn:
-        conn.default_channel.basic_publish(
-            conn.default_channel.prepare_message(
-                body,
-                content_type="application/x-python-serialize",
-                content_encoding="binary",
-                headers={"lang": "py", "task": contract.TASK_DECIDE, "id": "pickled"},
-            ),
-            exchange="",
-            routing_key=queues.queue_name("english", "jobs"),
-        )
+    stock.publish(
+        private_db,
+        queues.queue_name("english", "jobs"),
+        body,
+        content_type="application/x-python-serialize",
+        content_encoding="binary",
+        headers={"lang": "py", "task": contract.TASK_DECIDE, "id": "pickled"},
+    )
     redis = service.redis()
     wait_until(lambda: redis.llen(queues.queue_name("english", "jobs")) == 0, 60, "the worker to take the message")
     assert service.post("/v1/systemone", json=PAYLOAD).status_code == 200  # it served on
