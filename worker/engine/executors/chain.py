@@ -153,13 +153,15 @@ def cublas_accumulate(A: Tensor, W: Tensor, X: Tensor, *, bias: Tensor | None = 
     the CPU, where torch has no bf16 GEMM with an fp32 output, the same sum from fp32 copies (the tests' emulated
     chain)."""
     Wt = W.t()
+    if X.device.type != "cuda":
+        product = lambda: X.addmm_(A.float(), Wt.float())  # noqa: E731
+    else:
+        product = lambda: torch.addmm(X, A, Wt, out_dtype=torch.float32, out=X)  # noqa: E731
+    if bias is None:
+        return product
 
     def run() -> None:
-        if X.device.type != "cuda":
-            X.addmm_(A.float(), Wt.float())
-        else:
-            torch.addmm(X, A, Wt, out_dtype=torch.float32, out=X)
-        if bias is not None:
-            X.add_(bias)
+        product()
+        X.add_(bias)
 
     return run
