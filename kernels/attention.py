@@ -101,7 +101,7 @@ def attention_fwd(H, Dh, *, window, max_len=None, rope=False, block_M=64, block_
                 # load's wait at the first GEMM, after a rotation in shared memory would have read it
                 for i, d in T.Parallel(block_M, half):
                     token = row0 + bx * block_M + i
-                    pos = T.min(bx * block_M + i, max_len - 1)
+                    pos = (bx * block_M + i) % L  # as the RoPE kernels place every token, the next row's too
                     x0 = T.if_then_else(token < M, T.cast(QKV[token, by * Dh + d], accum_dtype), 0)
                     x1 = T.if_then_else(token < M, T.cast(QKV[token, by * Dh + half + d], accum_dtype), 0)
                     Q_shared[i, d] = rotated(x0, x1, Cos[pos, d], Sin[pos, d])
@@ -124,7 +124,7 @@ def attention_fwd(H, Dh, *, window, max_len=None, rope=False, block_M=64, block_
                 if rope:  # the key tile through TMA, then rotated from shared memory to shared memory
                     T.copy(QKV[row0 + k * block_N, (H + by) * Dh], K_raw)
                     for i, d in T.Parallel(block_N, half):
-                        pos = T.min(k * block_N + i, max_len - 1)  # keys past the row (masked) take the last row
+                        pos = (k * block_N + i) % L
                         x0 = T.cast(K_raw[i, d], accum_dtype)
                         x1 = T.cast(K_raw[i, half + d], accum_dtype)
                         K_shared[i, d] = rotated(x0, x1, Cos[pos, d], Sin[pos, d])
