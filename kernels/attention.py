@@ -7,11 +7,6 @@ so that no later kernel reads an unwritten value. O is [M, H * Dh] bf16.
 
 Scores that are masked start at a large finite negative, not -inf, so that a row with no real key
 (Lens = 0) still produces finite output.
-
-The attn_rope_* entries rotate q and k themselves (RoPE in attention: no RoPE kernel before them, QKV read as the
-QKV GEMM wrote it) from tables Cos, Sin [max_len, Dh] fp32, rounding each product, sum and result as
-rope_table_bf16 does: with the tables rope_cos_sin_f32 writes, their output is bit for bit rope_fp32_bf16's
-followed by the plain entry's; with the exported tables, rope_table_bf16's (`--original-rope`).
 """
 
 import tilelang.language as T
@@ -27,64 +22,46 @@ MASKED = -1e9
 SHAPES = {
     "attn_fwd_global_bf16": lambda window: dict(window=0),
     "attn_fwd_local_bf16": lambda window: dict(window=window),
-    "attn_rope_fwd_global_bf16": lambda window: dict(window=0, rope=True),
-    "attn_rope_fwd_local_bf16": lambda window: dict(window=window, rope=True),
 }
 
 # A list of tiers per entry, as for the GEMMs: the loader picks one by M = R * L.
-# 128-query tiles with two warpgroups from M = 513, where they were faster; 64-query tiles below, where they
-# give the SMs twice the blocks (H200: docs/records/attention-tiles-h200-2026-12-03.json). The RoPE-in-attention
-# entries take their plain twin's tiers.
-_OPTIMIZED = {
-    "global": [
-        dict(max_m=512, block_M=64, block_N=64, num_stages=2, threads=128),
-        dict(max_m=None, block_M=128, block_N=128, num_stages=2, threads=256),
-    ],
-    "local": [
-        dict(max_m=512, block_M=64, block_N=64, num_stages=2, threads=128),
-        dict(max_m=None, block_M=128, block_N=64, num_stages=2, threads=256),
-    ],
-}
 TILE_CONFIGS = {
     "original": {name: [dict(max_m=None, block_M=64, block_N=64, num_stages=1, threads=128)] for name in SHAPES},
-    "optimized": {name: _OPTIMIZED["local" if "local" in name else "global"] for name in SHAPES},
+    # 128-query tiles with two warpgroups from M = 513, where they were faster; 64-query tiles below, where they
+    # give the SMs twice the blocks (H200: docs/records/attention-tiles-h200-2026-12-03.json)
+    "optimized": {
+        "attn_fwd_global_bf16": [
+            dict(max_m=512, block_M=64, block_N=64, num_stages=2, threads=128),
+            dict(max_m=None, block_M=128, block_N=128, num_stages=2, threads=256),
+        ],
+        "attn_fwd_local_bf16": [
+            dict(max_m=512, block_M=64, block_N=64, num_stages=2, threads=128),
+            dict(max_m=None, block_M=128, block_N=64, num_stages=2, threads=256),
+        ],
+    },
 }
 
 
-def rounded(op, a, b):
-    """a op b in fp32, rounded to nearest and never contracted into a fused multiply-add (the RoPE kernels are
-    built with -fmad=false; this family is not)."""
-    return T.call_extern("float32", op, a, b)
-
-
-def rotated(x0, x1, cos, sin):
-    """The first of a rotated pair (x0, x1): x0 * cos - x1 * sin, rounded as rope_table_bf16 rounds it."""
-    return T.cast(rounded("__fsub_rn", rounded("__fmul_rn", x0, cos), rounded("__fmul_rn", x1, sin)), dtype)
-
-
-def rotated_second(x0, x1, cos, sin):
-    """The second of a rotated pair: x1 * cos + x0 * sin, rounded as rope_table_bf16 rounds it."""
-    return T.cast(rounded("__fadd_rn", rounded("__fmul_rn", x1, cos), rounded("__fmul_rn", x0, sin)), dtype)
-
-
-def attention_fwd(H, Dh, *, window, max_len=None, rope=False, block_M=64, block_N=64, num_stages=1, threads=128):
-    """One (query tile, head, row) per block; online softmax over the key tiles the mask allows. `rope`: q and k
-    rotated in shared memory from the tables Cos, Sin ([max_len, Dh] fp32, arguments after Lens)."""
+def attention_fwd(H, Dh, *, window, block_M=64, block_N=64, num_stages=1, threads=128):
+    """One (query tile, head, row) per block; online softmax over the key tiles the mask allows."""
     M = T.dynamic("M")
     R = T.dynamic("R")
     width = 3 * H * Dh
-    half = Dh // 2
     scale = Dh**-0.5 * LOG2E  # softmax in base 2
 
-    @T.macro
-    def attend(QKV, Lens, Cos, Sin, L, O):
+    @T.prim_func
+    def main(
+        QKV: T.Tensor((M, width), dtype),
+        Lens: T.Tensor((R,), "int32"),
+        L: T.int32,
+        O: T.Tensor((M, H * Dh), dtype),
+    ):
         with T.Kernel(T.ceildiv(L, block_M), H, R, threads=threads) as (bx, by, bz):
             after_previous_kernel()
             # bx: tile of queries within the row, by: head, bz: row
             Q_shared = T.alloc_shared((block_M, Dh), dtype)
             K_shared = T.alloc_shared((block_N, Dh), dtype)
             V_shared = T.alloc_shared((block_N, Dh), dtype)
-            K_raw = T.alloc_shared((block_N, Dh), dtype) if rope else None  # a key tile before its rotation
             acc_s = T.alloc_fragment((block_M, block_N), accum_dtype)
             acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
             acc_o = T.alloc_fragment((block_M, Dh), accum_dtype)
@@ -96,18 +73,7 @@ def attention_fwd(H, Dh, *, window, max_len=None, rope=False, block_M=64, block_
 
             row0 = bz * L  # first token of this row in the packed buffer
             n = Lens[bz]
-            if rope:
-                # q read by the threads and rotated on its way to shared memory: TileLang 0.1.14 places a TMA
-                # load's wait at the first GEMM, after a rotation in shared memory would have read it
-                for i, d in T.Parallel(block_M, half):
-                    token = row0 + bx * block_M + i
-                    pos = (bx * block_M + i) % L  # as the RoPE kernels place every token, the next row's too
-                    x0 = T.if_then_else(token < M, T.cast(QKV[token, by * Dh + d], accum_dtype), 0)
-                    x1 = T.if_then_else(token < M, T.cast(QKV[token, by * Dh + half + d], accum_dtype), 0)
-                    Q_shared[i, d] = rotated(x0, x1, Cos[pos, d], Sin[pos, d])
-                    Q_shared[i, half + d] = rotated_second(x0, x1, Cos[pos, half + d], Sin[pos, half + d])
-            else:
-                T.copy(QKV[row0 + bx * block_M, by * Dh], Q_shared)
+            T.copy(QKV[row0 + bx * block_M, by * Dh], Q_shared)
             T.fill(acc_o, 0)
             T.fill(logsum, 0)
             T.fill(scores_max, MASKED)
@@ -121,16 +87,7 @@ def attention_fwd(H, Dh, *, window, max_len=None, rope=False, block_M=64, block_
                 k_hi = T.max(1, T.ceildiv(n, block_N))
 
             for k in T.Pipelined(k_lo, k_hi, num_stages=num_stages):
-                if rope:  # the key tile through TMA, then rotated from shared memory to shared memory
-                    T.copy(QKV[row0 + k * block_N, (H + by) * Dh], K_raw)
-                    for i, d in T.Parallel(block_N, half):
-                        pos = (k * block_N + i) % L
-                        x0 = T.cast(K_raw[i, d], accum_dtype)
-                        x1 = T.cast(K_raw[i, half + d], accum_dtype)
-                        K_shared[i, d] = rotated(x0, x1, Cos[pos, d], Sin[pos, d])
-                        K_shared[i, half + d] = rotated_second(x0, x1, Cos[pos, half + d], Sin[pos, half + d])
-                else:
-                    T.copy(QKV[row0 + k * block_N, (H + by) * Dh], K_shared)
+                T.copy(QKV[row0 + k * block_N, (H + by) * Dh], K_shared)
                 for i, j in T.Parallel(block_M, block_N):
                     q_pos = bx * block_M + i
                     k_pos = k * block_N + j
@@ -161,34 +118,10 @@ def attention_fwd(H, Dh, *, window, max_len=None, rope=False, block_M=64, block_
                 if bx * block_M + i < L:
                     O[row0 + bx * block_M + i, by * Dh + j] = T.cast(acc_o[i, j] / logsum[i], dtype)
 
-    if rope:
-
-        @T.prim_func
-        def main(
-            QKV: T.Tensor((M, width), dtype),
-            Lens: T.Tensor((R,), "int32"),
-            Cos: T.Tensor((max_len, Dh), accum_dtype),
-            Sin: T.Tensor((max_len, Dh), accum_dtype),
-            L: T.int32,
-            O: T.Tensor((M, H * Dh), dtype),
-        ):
-            attend(QKV, Lens, Cos, Sin, L, O)
-
-    else:
-
-        @T.prim_func
-        def main(
-            QKV: T.Tensor((M, width), dtype),
-            Lens: T.Tensor((R,), "int32"),
-            L: T.int32,
-            O: T.Tensor((M, H * Dh), dtype),
-        ):
-            attend(QKV, Lens, None, None, L, O)
-
     return main
 
 
-def build(name: str, H: int, Dh: int, *, window: int, max_len: int, tier: dict):
+def build(name: str, H: int, Dh: int, *, window: int, tier: dict):
     """The prim_func of entry `name` with one tile tier."""
     tiles = {k: v for k, v in tier.items() if k != "max_m"}
-    return attention_fwd(H, Dh, **SHAPES[name](window), max_len=max_len, **tiles)
+    return attention_fwd(H, Dh, **SHAPES[name](window), **tiles)

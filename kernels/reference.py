@@ -62,15 +62,6 @@ def rope_table(qkv, cos, sin, L, heads, head_dim):
     return out
 
 
-def rope_cos_sin(inv_freq, max_len):
-    """cos and sin [max_len, head_dim] fp32 of the fp32 angles position * inv_freq (halves repeated), rope_cos_sin_f32's
-    contract (its values are CUDA's cosf and sinf, which may differ from these in the last bit)."""
-    pos = torch.arange(max_len, device=inv_freq.device).float()
-    angle = pos[:, None] * inv_freq[None, :]
-    angle = torch.cat((angle, angle), dim=-1)
-    return angle.cos(), angle.sin()
-
-
 def rope_exact(qkv, inv_freq, L, heads, head_dim):
     """RoPE in float64 from the fp32 angles position * inv_freq (what the fused kernel approximates)."""
     M = qkv.shape[0]

@@ -67,7 +67,7 @@ def kernels(tile_config: str, model: ModelDims, *, candidates: dict | None = Non
         add(name, "rope", rope, [KernelTier(None, tiles, make)])
     for name in attention.SHAPES:
         make = lambda t, name=name: attention.build(  # noqa: E731
-            name, model.num_heads, model.head_dim, window=model.window, max_len=model.max_len, tier=t
+            name, model.num_heads, model.head_dim, window=model.window, tier=t
         )
         add(name, "attention", attention, _tiers(attention.TILE_CONFIGS[tile_config][name], make))
     readout_tiles = readout.TILE_CONFIGS[tile_config]

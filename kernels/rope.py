@@ -7,8 +7,6 @@ m % L. Only q and k rotate.
   rope_table_bf16  `--original-rope`: cos/sin read from the exported tables, whose values were rounded
                    through bf16 as the reference's autocast path rounds them; fp32 math, one rounding
                    at the end, as transformers' ModernBERT `apply_rotary_pos_emb` does.
-  rope_cos_sin_f32 the default's cos/sin as tables [max_len, Dh], computed as rope_fp32_bf16 computes them: with
-                   them, rope_table_bf16 and attention's RoPE-in-attention entries round as rope_fp32_bf16 does.
 """
 
 import tilelang.language as T
@@ -20,7 +18,6 @@ PASS_CONFIGS = EXACT_MATH  # cos/sin of angles up to max_len radians need the ac
 SHAPES = {
     "rope_fp32_bf16": dict(tables=False),
     "rope_table_bf16": dict(tables=True),
-    "rope_cos_sin_f32": dict(cos_sin=True),
 }
 
 TILE_CONFIGS = {
@@ -28,11 +25,6 @@ TILE_CONFIGS = {
     # 2 tokens per block (8 KB of q|k in shared memory): 16 tokens already make 8 blocks.
     "optimized": {name: dict(block_M=2, threads=256) for name in SHAPES},
 }
-
-
-def rope_angle(pos, d, InvFreq):
-    """The fp32 angle of head-dim column d at position pos: pos * InvFreq[d % (Dh / 2)]."""
-    return T.cast(pos, accum_dtype) * InvFreq[d % InvFreq.shape[0]]
 
 
 def rope(H, Dh, max_len, *, tables, block_M=32, threads=128):
@@ -59,7 +51,7 @@ def rope(H, Dh, max_len, *, tables, block_M=32, threads=128):
                     cos_shared[i, d] = Cos[pos, d]
                     sin_shared[i, d] = Sin[pos, d]
                 else:
-                    angle = rope_angle(pos, d, InvFreq)
+                    angle = T.cast(pos, accum_dtype) * InvFreq[d % half]
                     cos_shared[i, d] = T.cos(angle)
                     sin_shared[i, d] = T.sin(angle)
             for i, p in T.Parallel(block_M, n_pairs):
@@ -91,28 +83,5 @@ def rope(H, Dh, max_len, *, tables, block_M=32, threads=128):
     return main
 
 
-def cos_sin(Dh, max_len, *, block_M=32, threads=128):
-    """Cos[p, d] and Sin[p, d] of rope_angle(p, d) for every position below max_len: rope_fp32_bf16's values."""
-    half = Dh // 2
-
-    @T.prim_func
-    def main(
-        InvFreq: T.Tensor((half,), accum_dtype),
-        Cos: T.Tensor((max_len, Dh), accum_dtype),
-        Sin: T.Tensor((max_len, Dh), accum_dtype),
-    ):
-        with T.Kernel(T.ceildiv(max_len, block_M), threads=threads) as bx:
-            after_previous_kernel()
-            for i, d in T.Parallel(block_M, Dh):
-                if bx * block_M + i < max_len:
-                    angle = rope_angle(bx * block_M + i, d, InvFreq)
-                    Cos[bx * block_M + i, d] = T.cos(angle)
-                    Sin[bx * block_M + i, d] = T.sin(angle)
-
-    return main
-
-
 def build(name: str, H: int, Dh: int, *, max_len: int, tiles: dict):
-    if SHAPES[name].get("cos_sin"):
-        return cos_sin(Dh, max_len, **tiles)
     return rope(H, Dh, max_len, **SHAPES[name], **tiles)

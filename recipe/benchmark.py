@@ -1,8 +1,7 @@
 """The benchmark: five B=1 inputs, 20 warmups and 100 samples each, engine time and executor time (GPU).
 
     python -m recipe.benchmark --checkpoint CKPT --bundle BUNDLE --output OUT [--eager] [--original-rope]
-                               [--executor cuda|reference] [--tilelang-only] [--torch-readout]
-                               [--[no-]rope-in-attention] [--compare]
+                               [--executor cuda|reference] [--tilelang-only] [--torch-readout] [--compare]
 
 Engine time is `Engine.decide` from the request dict to typed answers (tokenizing, rows, the executor, the
 readback and decoding; the answers are on the host when it returns); executor time is the cuda executor's
@@ -317,7 +316,6 @@ def main(args: argparse.Namespace) -> int:
         original_rope=args.original_rope,
         cublas=not args.tilelang_only,
         torch_readout=args.torch_readout,
-        rope_in_attention=args.rope_in_attention,
     )
     t0 = time.perf_counter()
     systems = {OURS: Ours(args.checkpoint, args.executor, options)}
@@ -375,12 +373,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tilelang-only", action="store_true", help="every GEMM on the bundle's kernels (no cuBLAS)")
     p.add_argument(
         "--torch-readout", action="store_true", help="the scorer and act head in torch ops, not the readout kernels"
-    )
-    p.add_argument(
-        "--rope-in-attention",
-        action=argparse.BooleanOptionalAction,
-        help="RoPE inside the attention kernels at every M (or, with --no-rope-in-attention, at none; default: as the"
-        " routing table says)",
     )
     p.add_argument("--compare", action="store_true", help="also laya stock bf16, laya fast, laya-cuda; batch scoring")
     p.add_argument("--warmups", type=int, default=WARMUPS, help=f"warmup requests per input (default {WARMUPS})")

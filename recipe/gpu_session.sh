@@ -18,7 +18,6 @@
 #              share and issue 31's bar
 # load-torch-readout  the same with LAYA_TORCH_READOUT=1: what the readout kernels bought under load
 # readout-ab   recipe.benchmark (ours alone) with the readout kernels and with --torch-readout, alternating, twice
-# rope-ab      the same with RoPE inside attention and apart (--[no-]rope-in-attention)
 # load-ab      recipe/ab.sh --own-stack with recipe.load (1, 8, 32 clients, one worker): an older tree of the
 #              service (LAYA_AB_BASE, as overhead-ab) alternating with this one, twice
 # service      recipe/gpu_service.sh: laya-stack with the cuda executor, compare_with_backend, a job, a batch
@@ -30,7 +29,7 @@
 # batch-ab     recipe/ab.sh with recipe.batch_throughput: /v1/batches end to end, alternating an older tree of
 #              the service (LAYA_AB_BASE, as overhead-ab) with this one, three times
 # abba-graphs  recipe.abba, CUDA graphs;   abba-eager: the same without graphs
-# kernels      tests/kernels on the original and optimized bundles (LAYA_TEST_BUNDLES: others)
+# kernels      tests/kernels on the original and optimized bundles
 # profile      recipe.engine_profile: host functions and every launch of the chain
 # routes       recipe.gemm_routes: each GEMM on the bundle's kernel against cuBLAS
 # sweep        recipe.tile_sweep: the candidate bundles in bundles/sweep timed beside bundles/optimized, and
@@ -38,7 +37,7 @@
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n 2,39p "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n 2,38p "$0"; exit 0; }
 out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
@@ -48,27 +47,13 @@ ckpt=$LAYA_GPU_WORKDIR/large/checkpoint
 optimized=$LAYA_GPU_WORKDIR/large/optimized
 original=$LAYA_GPU_WORKDIR/large/original
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$work/gpu.txt"
-# benchmark_ab NAME LABEL_A ARGS_A LABEL_B ARGS_B: recipe.benchmark (ours alone) with each argument set, alternating,
-# twice, into $work/NAME/LABEL-ROUND
-benchmark_ab() {
-  local name=$1 round label args
-  for round in 1 2; do
-    for label_args in "$2|$3" "$4|$5"; do
-      label=${label_args%%|*} args=${label_args#*|}
-      # shellcheck disable=SC2086  # args: zero or more words
-      step "$name-$label-$round" 150 python3 -m recipe.benchmark --checkpoint "$ckpt" --bundle "$optimized" $args \
-        --output "$work/$name/$label-$round"
-    done
-  done
-}
-
 for s in $steps; do
   case $s in
     prepare) step prepare 150 python3 -m recipe.gpu_workdir large:bundles/optimized large:bundles/original \
                tiny:bundles/tiny ;;
     readout-kernels) LAYA_TEST_BUNDLES=bundles/optimized step readout-kernels 90 python3 -m pytest -q \
                        -p no:cacheprovider -rf tests/kernels/test_readout_kernels.py ;;
-    kernels) LAYA_TEST_BUNDLES=${LAYA_TEST_BUNDLES:-bundles/original:bundles/optimized} \
+    kernels) LAYA_TEST_BUNDLES=bundles/original:bundles/optimized \
                step kernels 90 python3 -m pytest -q -p no:cacheprovider tests/kernels ;;
     gpu-tests) step gpu-tests 240 python3 -m pytest -q -p no:cacheprovider -rf tests/gpu ;;
     parity) step parity 240 python3 -m recipe.parity --checkpoint "$ckpt" --bundle "$optimized" --per-class 100 \
@@ -86,8 +71,12 @@ for s in $steps; do
     load-torch-readout) LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized LAYA_TORCH_READOUT=1 step load-torch-readout 300 \
                           python3 -m recipe.load --checkpoint "$ckpt" --output "$work/load-torch-readout" --inputs 1x77 \
                           --clients 1,8,32 --seconds 10 --workers 1 ;;
-    readout-ab) benchmark_ab readout-ab kernels "" torch --torch-readout ;;
-    rope-ab) benchmark_ab rope-ab inside --rope-in-attention apart --no-rope-in-attention ;;
+    readout-ab) for round in 1 2; do
+                  step "readout-ab-kernels-$round" 150 python3 -m recipe.benchmark --checkpoint "$ckpt" \
+                    --bundle "$optimized" --output "$work/readout-ab/kernels-$round"
+                  step "readout-ab-torch-$round" 150 python3 -m recipe.benchmark --checkpoint "$ckpt" \
+                    --bundle "$optimized" --torch-readout --output "$work/readout-ab/torch-$round"
+                done ;;
     load-ab) step load-ab 480 recipe/ab.sh --own-stack "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" \
                "$work/load-ab" 2 python3 -m recipe.load --checkpoint "$ckpt" --inputs 1x77 --clients 1,8,32 --seconds 8 \
                --workers 1 --output ;;

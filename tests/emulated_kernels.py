@@ -55,9 +55,6 @@ class Entry:
         launch.symbol = f"emulated_{name}"
         return launch
 
-    def __call__(self, *args) -> None:
-        self.bind(*args)()
-
 
 class _Math:
     def __init__(self, cfg: ModelConfig) -> None:
@@ -86,33 +83,19 @@ class _Math:
     def residual_add_f32(self, X, R):
         X.add_(R.float())
 
-    # RoPE, in place on q and k; the kernels' contract: rope_fp32_bf16 rounds as rope_table_bf16 does with the tables
-    # rope_cos_sin_f32 writes
-    def rope_cos_sin_f32(self, InvFreq, Cos, Sin):
-        cos, sin = reference.rope_cos_sin(InvFreq, Cos.shape[0])
-        Cos.copy_(cos)
-        Sin.copy_(sin)
-
+    # RoPE, in place on q and k
     def rope_fp32_bf16(self, QKV, InvFreq, L):
-        self.rope_table_bf16(QKV, *reference.rope_cos_sin(InvFreq, self.cfg.max_len), L)
+        QKV.copy_(reference.rope_exact(QKV, InvFreq, L, self.cfg.num_heads, self.cfg.head_dim))
 
     def rope_table_bf16(self, QKV, Cos, Sin, L):
         QKV.copy_(reference.rope_table(QKV, Cos, Sin, L, self.cfg.num_heads, self.cfg.head_dim))
 
-    # attention; the attn_rope_* entries are RoPE from the tables, then the plain entry
+    # attention
     def attn_fwd_global_bf16(self, QKV, Lens, L, O):
         O.copy_(reference.attention(QKV, Lens.long(), L, self.cfg.num_heads, self.cfg.head_dim, window=0))
 
     def attn_fwd_local_bf16(self, QKV, Lens, L, O):
         O.copy_(reference.attention(QKV, Lens.long(), L, self.cfg.num_heads, self.cfg.head_dim, window=self.cfg.window))
-
-    def attn_rope_fwd_global_bf16(self, QKV, Lens, Cos, Sin, L, O):
-        rotated = reference.rope_table(QKV, Cos, Sin, L, self.cfg.num_heads, self.cfg.head_dim)
-        self.attn_fwd_global_bf16(rotated, Lens, L, O)
-
-    def attn_rope_fwd_local_bf16(self, QKV, Lens, Cos, Sin, L, O):
-        rotated = reference.rope_table(QKV, Cos, Sin, L, self.cfg.num_heads, self.cfg.head_dim)
-        self.attn_fwd_local_bf16(rotated, Lens, L, O)
 
     # GEMMs
     def _gemm(self, A, W, C, bias=None, act="none"):

@@ -27,12 +27,7 @@ def test_generated_stub_matches_the_declaration(gemm_source):
 
 def test_scalars_and_second_dynamic_dim_follow_the_buffers():
     prim_func = attention.build(
-        "attn_fwd_local_bf16",
-        2,
-        64,
-        window=64,
-        max_len=512,
-        tier=attention.TILE_CONFIGS["original"]["attn_fwd_local_bf16"][0],
+        "attn_fwd_local_bf16", 2, 64, window=64, tier=attention.TILE_CONFIGS["original"]["attn_fwd_local_bf16"][0]
     )
     args, dims = declared_signature(prim_func)
     entry = EntryPoint("attn_fwd_local_bf16", "attention", args, dims, ())

@@ -34,11 +34,8 @@ ENTRY_POINTS = {
     "residual_add_f32",
     "rope_fp32_bf16",
     "rope_table_bf16",
-    "rope_cos_sin_f32",
     "attn_fwd_global_bf16",
     "attn_fwd_local_bf16",
-    "attn_rope_fwd_global_bf16",
-    "attn_rope_fwd_local_bf16",
     "readout_scores_f32",
     "readout_heads_f32",
 }

@@ -189,24 +189,6 @@ def test_original_rope_answers_as_the_reference_does(setup):
         assert_close_to_reference(setup, engine, setup.reference.prepare(request).rows)
 
 
-@pytest.mark.parametrize("original_rope", [False, True], ids=["rope-fp32", "rope-table"])
-def test_rope_inside_attention_answers_the_same_bits(setup, original_rope):
-    from worker.engine.engine import Engine
-    from worker.engine.executors import ExecutorOptions
-
-    def engine(inside: bool):
-        options = ExecutorOptions(bundle=setup.bundle, original_rope=original_rope, rope_in_attention=inside)
-        return Engine(setup.checkpoint, executor="cuda", options=options)
-
-    fused, plain = engine(True), engine(False)
-    assert "RoPE inside attention" in fused.executor.describe()["gemm_routes"]
-    for request in REQUESTS:
-        rows = setup.reference.prepare(request).rows
-        got, want = setup.outputs(fused, rows), setup.outputs(plain, rows)
-        np.testing.assert_array_equal(got.logits, want.logits)
-        np.testing.assert_array_equal(got.act_probs, want.act_probs)
-
-
 def test_the_readout_kernels_answer_as_the_torch_readout(setup):
     from worker.engine.engine import Engine
     from worker.engine.executors import ExecutorOptions

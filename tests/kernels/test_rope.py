@@ -44,24 +44,3 @@ def test_rope_fp32(kernels, gen, R, L, kind):
     assert torch.equal(qkv[:, 2 * model.num_heads * model.head_dim :], v), "v columns changed"
     err = reference.rel_error(qkv, ref)
     assert err < reference.REL_BF16, f"relative error {err:.2e}"
-
-
-@pytest.mark.parametrize("kind", THETAS)
-def test_cos_sin_tables_make_the_table_rope_round_as_the_fp32_rope(kernels, gen, kind):
-    """rope_cos_sin_f32's tables hold rope_fp32_bf16's cos and sin: rope_table_bf16 with them writes its bits (the
-    contract RoPE inside attention relies on)."""
-    model = kernels.manifest.model
-    freq = inv_freq(THETAS[kind], model.head_dim).cuda()
-    cos, sin = (torch.full((model.max_len, model.head_dim), float("nan"), device="cuda") for _ in range(2))
-    kernels.rope_cos_sin_f32(freq, cos, sin)
-    want_cos, want_sin = reference.rope_cos_sin(freq, model.max_len)
-    torch.testing.assert_close(cos, want_cos, rtol=0, atol=1e-6)
-    torch.testing.assert_close(sin, want_sin, rtol=0, atol=1e-6)
-    for R, L in ((1, 77), (3, 192), (16, 512)):
-        qkv = _qkv(kernels, R * L, gen)
-        by_table = qkv.clone()
-        kernels.rope_fp32_bf16(qkv, freq, L)
-        kernels.rope_table_bf16(by_table, cos, sin, L)
-        torch.cuda.synchronize()
-        differ = (qkv != by_table).sum().item()
-        assert differ == 0, f"{R}x{L}: {differ} of {qkv.numel()} elements differ"

@@ -129,25 +129,6 @@ def test_one_forward_launches_the_documented_chain(tiny_checkpoint):
     }
 
 
-@pytest.mark.parametrize("original_rope", [False, True], ids=["rope-fp32", "rope-table"])
-def test_rope_inside_attention_answers_the_same_bits(tiny_checkpoint, original_rope):
-    """Where the routing table puts RoPE inside attention, each encoder layer launches one attention kernel with the
-    tables of its kind (rope_cos_sin_f32's, or the exported ones) and answers as RoPE then attention, bit for bit
-    (the kernels' own bits: tests/kernels/test_attention.py on the H200)."""
-    inside = GemmRoutes.for_bundle("optimized", use_cublas=False, rope_in_attention=True)
-    fused = emulated_engine(tiny_checkpoint, routes=inside, original_rope=original_rope)
-    plain = emulated_engine(tiny_checkpoint, original_rope=original_rope)
-    for request in REQUESTS:
-        assert fused.decide(request) == plain.decide(request)
-    cfg, launches = fused.config, collections.Counter(fused.executor.kernels.launches)
-    n_global = sum(t == GLOBAL for t in cfg.layer_types)
-    assert not {"rope_fp32_bf16", "rope_table_bf16"} & set(launches)
-    assert launches["attn_rope_fwd_global_bf16"] == n_global * len(REQUESTS)
-    assert launches["attn_rope_fwd_local_bf16"] == (cfg.num_layers - n_global) * len(REQUESTS)
-    assert launches["attn_fwd_global_bf16"] == cfg.head_layers * len(REQUESTS)  # the head has no RoPE
-    assert "RoPE inside attention" in fused.executor.describe()["gemm_routes"]
-
-
 def test_the_readout_kernels_answer_as_the_torch_readout(tiny_checkpoint):
     """What the executor binds to the two readout kernels (stream, markers, weights, buffers) gives the torch
     readout's answers; the kernels' own arithmetic is tests/kernels/test_readout_kernels.py's, on the H200."""

@@ -28,7 +28,6 @@ class ExecutorOptions:
     original_rope: bool = False  # cuda: RoPE from the exported tables, rounded like the reference's bf16 path
     cublas: bool = True  # cuda: let the routing table send GEMMs to cuBLAS
     torch_readout: bool = False  # cuda: the scorer and act head in torch ops instead of the bundle's two kernels
-    rope_in_attention: bool | None = None  # cuda: RoPE inside attention at every M (True), none (False), or per table
 
 
 @dataclass(frozen=True)
@@ -123,9 +122,7 @@ def _cuda(cfg: ModelConfig, weights: dict, options: ExecutorOptions, kernels) ->
     if problem:
         raise ValueError(f"the cuda executor cannot run here: {problem}")
     tables = read_tables(options.bundle, cfg.max_len, cfg.head_dim) if options.original_rope else None
-    routes = GemmRoutes.for_bundle(
-        kernels.manifest.tile_config, use_cublas=options.cublas, rope_in_attention=options.rope_in_attention
-    )
+    routes = GemmRoutes.for_bundle(kernels.manifest.tile_config, use_cublas=options.cublas)
     return CudaExecutor(
         cfg,
         weights,

@@ -4,8 +4,7 @@ shape bucket, captured into a CUDA graph, replayed per request).
 
 A pass is the embeddings, every encoder layer (QKV, RoPE, attention, the output projection accumulated into the
 fp32 stream, norm, GeGLU, the down projection accumulated, norm) and the decision head's layers, as
-`docs/kernels.md` describes. Where the routing table says so, RoPE runs inside the attention kernel (one launch
-fewer a layer, the same bits). A GEMM runs on the bundle's kernel or, where the routing table says so
+`docs/kernels.md` describes. A GEMM runs on the bundle's kernel or, where the routing table says so
 (`gemm_routes`), on cuBLAS through torch inside the same graph; the GEMMs whose output is added to a residual
 stream accumulate into it in fp32, on cuBLAS (`cublas_accumulate`) or, where the routing table says so, on the
 bundle's accumulating kernels.
@@ -37,13 +36,11 @@ class Chain:
         *,
         rope_entry: str,
         rope: dict[str, tuple[Tensor, ...]],
-        rope_tables: dict[str, tuple[Tensor, Tensor]] | None = None,
     ) -> None:
         """`kernels`: the bundle's loaded kernels; `rope`: per layer kind, the arguments `rope_entry` takes
-        between QKV and L; `rope_tables`: per layer kind, the Cos and Sin the attn_rope_fwd_* entries read (needed
-        where the routing table puts RoPE inside attention)."""
+        between QKV and L."""
         self.cfg, self.kernels, self.weights, self.ws, self.inputs = cfg, kernels, weights, ws, inputs
-        self.routes, self.rope_entry, self.rope, self.rope_tables = routes, rope_entry, rope, rope_tables
+        self.routes, self.rope_entry, self.rope = routes, rope_entry, rope
 
     def steps(self, R: int, L: int) -> list[Step]:
         """Every launch of one forward pass over R rows of L tokens, arguments bound to the static buffers."""
@@ -58,7 +55,8 @@ class Chain:
             nxt = w.layers[i + 1].attn_norm if i + 1 < len(w.layers) else w.final_norm
             steps += [
                 self._gemm("gemm_qkv_bf16", Y, layer.wqkv, QKV),
-                *self._attend(kind, QKV, lens, L, O),
+                self._kernel(self.rope_entry, QKV, *self.rope[kind], L),
+                self._kernel(f"attn_fwd_{kind}_bf16", QKV, lens, L, O),
                 self._accumulate("gemm_attn_out_acc_f32", O, layer.wo, X),
                 self._kernel("norm_bias_bf16", X, layer.mlp_norm, w.no_bias, Y),
                 self._geglu(Y, layer.wi, G),
@@ -81,15 +79,6 @@ class Chain:
                 nxt = w.head[j + 1]
                 steps.append(self._kernel("norm_bias_bf16", X, nxt.n1_w, nxt.n1_b, Y))
         return steps
-
-    def _attend(self, kind: str, QKV: Tensor, lens: Tensor, L: int, O: Tensor) -> list[Step]:
-        """RoPE on q and k, then attention: two launches, or one where the routing table puts RoPE inside it."""
-        if self.routes.rope_in_attention(QKV.shape[0]):
-            return [self._kernel(f"attn_rope_fwd_{kind}_bf16", QKV, lens, *self.rope_tables[kind], L, O)]
-        return [
-            self._kernel(self.rope_entry, QKV, *self.rope[kind], L),
-            self._kernel(f"attn_fwd_{kind}_bf16", QKV, lens, L, O),
-        ]
 
     def _kernel(self, entry: str, *args) -> Step:
         bound = getattr(self.kernels, entry).bind(*args)

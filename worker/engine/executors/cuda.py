@@ -151,7 +151,6 @@ class CudaExecutor(Executor):
         n_outputs = MAX_ROWS * (cfg.max_len + cfg.n_act)  # logits at every marker, then the act head's softmax
         self._slots = [_Slot(n_inputs, n_outputs, self.device) for _ in range(PASSES_IN_FLIGHT)]
         self._next_slot = 0
-        rope = self._rope_arguments(rope_tables)
         self.chain = Chain(
             cfg,
             kernels,
@@ -160,8 +159,7 @@ class CudaExecutor(Executor):
             self.inputs,
             self.routes,
             rope_entry=self.rope_entry,
-            rope=rope,
-            rope_tables=self._rope_in_attention_tables(rope),
+            rope=self._rope_arguments(rope_tables),
         )
         self._bytes_resident = self._allocated() - allocated0
         self._plans: dict[tuple[int, int], list[Step]] = {}
@@ -325,25 +323,6 @@ class CudaExecutor(Executor):
 
         thetas = {"global": self.cfg.global_theta, "local": self.cfg.local_theta}
         return {kind: (inv_freq(theta, self.cfg.head_dim).to(self.device),) for kind, theta in thetas.items()}
-
-    def _rope_in_attention_tables(self, rope: dict[str, tuple[Tensor, ...]]) -> dict[str, tuple[Tensor, Tensor]] | None:
-        """Per layer kind, the Cos and Sin the attn_rope_fwd_* entries read where the routing table puts RoPE inside
-        attention: the exported tables (original RoPE), or rope_cos_sin_f32's of the angles rope_fp32_bf16 computes
-        (so that both paths give the same bits). None where RoPE never runs inside attention."""
-        if not any(self.routes.rope_in_attention(r * t) for r in range(1, MAX_ROWS + 1) for t in self._token_buckets()):
-            return None
-        if not hasattr(self.kernels, "attn_rope_fwd_global_bf16"):
-            where = self.kernels.describe()["path"]
-            raise BundleRefused(f"bundle {where} has no RoPE-in-attention kernels: rebuild it (laya-bundle build)")
-        if self.rope_entry == "rope_table_bf16":
-            return rope
-        shape = (self.cfg.max_len, self.cfg.head_dim)
-        tables = {}
-        for kind, (freq,) in rope.items():
-            cos, sin = (torch.empty(shape, dtype=torch.float32, device=self.device) for _ in range(2))
-            self.kernels.rope_cos_sin_f32(freq, cos, sin)
-            tables[kind] = (cos, sin)
-        return tables
 
     def _token_buckets(self) -> list[int]:
         steps = list(range(TOKEN_STEP, self.cfg.max_len, TOKEN_STEP))

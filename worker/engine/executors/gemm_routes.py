@@ -1,5 +1,4 @@
-"""Which GEMMs the cuda executor hands to cuBLAS (through torch, inside the CUDA graph) instead of the bundle, and
-where RoPE runs inside the attention kernels.
+"""Which GEMMs the cuda executor hands to cuBLAS (through torch, inside the CUDA graph) instead of the bundle.
 
 Data, keyed by the bundle's tile configuration: per GEMM entry point, the M ranges (token rows of a
 forward pass) that run on cuBLAS; every other (entry, M) runs the bundle's own kernel. A range goes to
@@ -47,34 +46,21 @@ ACCUMULATING = (
 )
 EVERY_M: Ranges = ((1, None),)
 
-# The M ranges where the encoder's attention rotates q and k itself (attn_rope_fwd_*, from cos/sin tables) instead of
-# after a RoPE kernel: the same bits, one launch fewer a layer. None until the H200 times it (`recipe.benchmark
-# --rope-in-attention` against without; gpu_session.sh's rope-ab step).
-ROPE_IN_ATTENTION: dict[str, Ranges] = {"original": (), "optimized": ()}
-
 
 @dataclass(frozen=True)
 class GemmRoutes:
     name: str  # the tile configuration whose table this is, or "tilelang" for none
     ranges: dict[str, Ranges]  # to cuBLAS
     accumulate_ranges: dict[str, Ranges] = field(default_factory=dict)  # accumulating GEMMs to the bundle
-    rope_ranges: Ranges = ()  # RoPE inside attention
 
     @classmethod
-    def for_bundle(
-        cls, tile_config: str, *, use_cublas: bool = True, rope_in_attention: bool | None = None
-    ) -> GemmRoutes:
-        """The table of a bundle's tile configuration; without cuBLAS, every GEMM on the bundle's kernels.
-        `rope_in_attention`: at every M (True), at none (False), or where the table says (None)."""
-        if rope_in_attention is None:
-            rope = ROPE_IN_ATTENTION.get(tile_config, ())
-        else:
-            rope = EVERY_M if rope_in_attention else ()
+    def for_bundle(cls, tile_config: str, *, use_cublas: bool = True) -> GemmRoutes:
+        """The table of a bundle's tile configuration; without cuBLAS, every GEMM on the bundle's kernels."""
         if not use_cublas:
-            return cls("tilelang", {}, dict.fromkeys(ACCUMULATING, EVERY_M), rope)
+            return cls("tilelang", {}, dict.fromkeys(ACCUMULATING, EVERY_M))
         if tile_config not in ROUTES:
             raise ValueError(f"no GEMM routing table for tile configuration {tile_config!r}; known: {sorted(ROUTES)}")
-        return cls(tile_config, ROUTES[tile_config], ACCUMULATE_ON_BUNDLE[tile_config], rope)
+        return cls(tile_config, ROUTES[tile_config], ACCUMULATE_ON_BUNDLE[tile_config])
 
     def route(self, entry: str, m: int) -> str:
         """CUBLAS or TILELANG for `entry` at M token rows."""
@@ -84,10 +70,6 @@ class GemmRoutes:
         """CUBLAS_ACCUMULATE or TILELANG for the accumulating GEMM `entry` at M token rows."""
         return TILELANG if _within(self.accumulate_ranges.get(entry, ()), m) else CUBLAS_ACCUMULATE
 
-    def rope_in_attention(self, m: int) -> bool:
-        """Whether the encoder's attention applies RoPE itself at M token rows."""
-        return _within(self.rope_ranges, m)
-
     def summary(self) -> str:
         """One line for the startup log: the table's name, what goes to cuBLAS and what accumulates on the bundle."""
         if not self.ranges:
@@ -96,8 +78,6 @@ class GemmRoutes:
             line = f"{self.name}: cuBLAS for " + _ranges_text(self.ranges)
         if self.accumulate_ranges:
             line += "; the stream accumulated by the bundle's kernels for " + _ranges_text(self.accumulate_ranges)
-        if self.rope_ranges:
-            line += "; RoPE inside attention for " + _ranges_text({"attn_rope_fwd_*": self.rope_ranges})
         return line
 
 
