@@ -32,7 +32,7 @@ ready() {
   return 1
 }
 timed build laya-bundle build "$out/bundle" "$@" && timed export-tables laya-bundle export-tables "$ckpt" "$out/bundle"
-LAYA_EXECUTOR=${LAYA_EXECUTOR:-cuda} LAYA_CUDA_BUNDLE=$out/bundle LAYA_CHECKPOINT=$ckpt LAYA_PORT=$api \
+LAYA_API_PROCESSES=4 LAYA_EXECUTOR=${LAYA_EXECUTOR:-cuda} LAYA_CUDA_BUNDLE=$out/bundle LAYA_CHECKPOINT=$ckpt LAYA_PORT=$api \
   LAYA_REDIS_URL=redis://127.0.0.1:$redis/0 setsid laya-stack --redis-dir "$out/redis" >"$out/stack.log" 2>&1 &
 stack=$!
 timed ready ready

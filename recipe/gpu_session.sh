@@ -15,7 +15,7 @@
 # readme       recipe/gpu_readme_steps.sh: the README's "Run on a GPU" steps after the installs
 # round-trips  recipe.broker_round_trips: kombu's stock QoS.append and QoS.ack on this host's Redis
 # load         recipe.load with the cuda executor: 1, 8 and 32 sync clients on one worker, the executor's busy
-#              share and issue 31's bar
+#              share and issue 31's bar (API processes: LAYA_API_PROCESSES, default 4 in every step, as the README)
 # load-torch-readout  the same with LAYA_TORCH_READOUT=1: what the readout kernels bought under load
 # readout-ab   recipe.benchmark (ours alone) with the readout kernels and with --torch-readout, alternating, twice
 # load-ab      recipe/ab.sh --own-stack with recipe.load (1, 8, 32 clients, one worker): an older tree of the
@@ -42,6 +42,7 @@ out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
 source recipe/gpu_steps.sh
+export LAYA_API_PROCESSES=${LAYA_API_PROCESSES:-4}  # every stack here serves as the README's GPU steps do
 steps=${*:-prepare gpu-tests parity compare service overhead abba-graphs abba-eager kernels profile routes}
 ckpt=$LAYA_GPU_WORKDIR/large/checkpoint
 optimized=$LAYA_GPU_WORKDIR/large/optimized
