@@ -20,8 +20,8 @@ The departures, what each buys, and where it is checked against the installed ko
   which also fails with a message naming this package when a kombu internal it relies on moves.
 - **kombu's `QoS.append` sends nothing for a message TAKE recorded** (`transport.QoS`, state kept on the
   channel). Buys: a round trip on every task's way to running, 0.12 ms at the median on the 2-core CPU machine
-  (docs/records/broker-round-trips-cpu-2026-12-04.json); on the H200 host the `round-trips` step of
-  recipe/gpu_session.sh measures it (not run yet: drop this departure if it comes out under 0.1 ms there).
+  (docs/records/broker-round-trips-cpu-2026-12-04.json), 0.21 ms on the H200 host
+  (docs/records/broker-round-trips-h200-2026-12-05.json).
 - **A task's answer removes its message's unacknowledged record** in the answer's own script
   (worker.service.lifecycle sends `transport.settle_lua`'s lines). Buys: no moment at which a task is answered and
   its message still recorded as unacknowledged (a worker dying then would leave it to be redelivered, and settled

@@ -35,8 +35,8 @@ ROUTES: dict[str, dict[str, Ranges]] = {
 }
 
 
-# Per accumulating GEMM, the M ranges where the bundle's kernel runs it instead of cuBLAS: none until the H200
-# measures the kernels against cuBLAS (`recipe.gemm_routes`, its "bundle_accumulates_faster").
+# Per accumulating GEMM, the M ranges where the bundle's kernel runs it instead of cuBLAS: none, as cuBLAS was
+# faster almost everywhere (docs/records/gemm-routes-h100-2026-12-05.csv); `--tilelang-only` runs them everywhere.
 ACCUMULATE_ON_BUNDLE: dict[str, dict[str, Ranges]] = {"original": {}, "optimized": {}}
 ACCUMULATING = (
     "gemm_attn_out_acc_f32",
