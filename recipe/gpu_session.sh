@@ -29,7 +29,7 @@
 # batch-ab     recipe/ab.sh with recipe.batch_throughput: /v1/batches end to end, alternating an older tree of
 #              the service (LAYA_AB_BASE, as overhead-ab) with this one, three times
 # abba-graphs  recipe.abba, CUDA graphs;   abba-eager: the same without graphs
-# kernels      tests/kernels on the original and optimized bundles
+# kernels      tests/kernels on the original and optimized bundles (LAYA_TEST_BUNDLES: others)
 # profile      recipe.engine_profile: host functions and every launch of the chain
 # routes       recipe.gemm_routes: each GEMM on the bundle's kernel against cuBLAS
 # sweep        recipe.tile_sweep: the candidate bundles in bundles/sweep timed beside bundles/optimized, and
@@ -54,7 +54,7 @@ for s in $steps; do
                tiny:bundles/tiny ;;
     readout-kernels) LAYA_TEST_BUNDLES=bundles/optimized step readout-kernels 90 python3 -m pytest -q \
                        -p no:cacheprovider -rf tests/kernels/test_readout_kernels.py ;;
-    kernels) LAYA_TEST_BUNDLES=bundles/original:bundles/optimized \
+    kernels) LAYA_TEST_BUNDLES=${LAYA_TEST_BUNDLES:-bundles/original:bundles/optimized} \
                step kernels 90 python3 -m pytest -q -p no:cacheprovider tests/kernels ;;
     gpu-tests) step gpu-tests 240 python3 -m pytest -q -p no:cacheprovider -rf tests/gpu ;;
     parity) step parity 240 python3 -m recipe.parity --checkpoint "$ckpt" --bundle "$optimized" --per-class 100 \
