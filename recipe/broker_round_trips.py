@@ -20,7 +20,7 @@ from pathlib import Path
 from celery import Celery
 
 from laya_common import contract
-from laya_common.broker import messages, stock
+from laya_common.broker import messages, transport
 from recipe.provenance import versions
 
 QUEUE = "laya.round-trips"
@@ -41,7 +41,7 @@ def measure(redis_url: str, samples: int = SAMPLES) -> dict:
     celery = Celery("round-trips")
     celery.conf.update(contract.celery_config(redis_url))
     raw = messages.encode(celery, contract.TASK_DECIDE, PAYLOAD, task_id="round-trips", queue=QUEUE)
-    records = stock.StockRecords(redis_url, QUEUE, raw)  # kombu's stock Redis transport
+    records = transport.StockRecords(redis_url, QUEUE, raw)  # kombu's stock Redis transport
     timed = {"QoS.append": [], "QoS.ack": []}
     try:
         for i in range(WARMUPS + samples):

@@ -21,7 +21,7 @@ from pathlib import Path
 from celery import Celery
 
 from laya_common import contract
-from laya_common.broker import stock
+from laya_common.broker import transport
 
 TASK, QUEUE = "laya.floor.noop", "laya.floor"
 REPLY = "x" * 1024
@@ -49,7 +49,7 @@ def measure(redis_url: str, pool: str, *, warmups: int = WARMUPS, samples: int =
     """p50/p90/p99 and every sample (ms) of send_task(...).get() against a fresh one-slot worker of `pool`."""
     client = make_celery(redis_url)
     with client.connection_for_write() as conn:
-        stock.purge(conn, QUEUE)
+        transport.purge(conn, QUEUE)
     worker = subprocess.Popen(
         [
             sys.executable,

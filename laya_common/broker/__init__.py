@@ -39,8 +39,9 @@ message a task came in and its argument (`delivery`: from Celery's request, or f
 replaced on the way to the task (`delivery.replace_header`, for the request trace: Celery's worker Request's
 `request_dict`), the records' reading and kombu's own restore for redelivery and for a request a failed worker
 leaves (`transport.Records`, `transport.held_task_ids`), and kombu's stock transport driven from outside
-(`stock`: its `QoS.append` and `QoS.ack`, which `transport.QoS` overrides, timed by recipe/broker_round_trips.py;
-a raw publish and a purge, for the tests and recipes that play another client).
+(`transport.StockRecords`: its `QoS.append` and `QoS.ack`, which `transport.QoS` overrides, timed by
+recipe/broker_round_trips.py; `transport.publish` and `transport.purge`, for the tests and recipes that play another
+client). `transport` is the only module that imports kombu beyond its public exceptions.
 tests/service/test_broker_transport.py checks each of these internals against the installed Celery and kombu.
 
 Dropped: skipping kombu's `QoS.ack` for a task whose answer had removed its record already. It bought no

@@ -19,7 +19,7 @@ from kombu.transport.virtual import base as virtual_base
 from packaging.requirements import Requirement
 
 from laya_common import contract
-from laya_common.broker import messages, queues, stock, transport
+from laya_common.broker import messages, queues, transport
 from service.helpers import NOUL, request_body, wait_until
 from worker.service.redelivery import Redeliverer
 
@@ -110,12 +110,12 @@ def test_an_acknowledgement_goes_through_a_full_redis(bounded_redis):
         for tag in ("ours", "kombus"):
             db.zadd(transport.UNACKED_INDEX_KEY, {tag: 1.0})
             db.hset(transport.UNACKED_KEY, tag, json.dumps([{}, "", "q"]))
-            stock.held(channel, tag)
+            transport.held(channel, tag)
         fill()
         with pytest.raises(redis.exceptions.OutOfMemoryError):
-            stock.stock_ack(channel, "kombus")
+            transport.stock_ack(channel, "kombus")
         channel.qos.ack("ours")
-        stock.forget_held(channel)
+        transport.forget_held(channel)
     assert db.hkeys(transport.UNACKED_KEY) == [b"kombus"] and db.zrange(transport.UNACKED_INDEX_KEY, 0, -1) == [
         b"kombus"
     ]
@@ -250,9 +250,9 @@ def test_the_kombu_internals_the_transport_replaces_are_where_it_expects_them():
     )
     source = inspect.getsource(kombu_redis.QoS.restore_by_tag)  # worker.service.redelivery's restore
     assert "unacked_key" in source and "_do_restore_message" in source, f"QoS.restore_by_tag changed: {UPGRADE}"
-    # transport.QoS overrides these two, and broker.stock drives kombu's own (recipe/broker_round_trips.py, the tests)
+    # transport.QoS overrides these two; transport.StockRecords drives kombu's own (broker_round_trips, the tests)
     assert "_delivered" in inspect.getsource(virtual_base.QoS.__init__), f"kombu's QoS keeps no _delivered: {UPGRADE}"
-    for name in ("basic_get", "basic_publish", "prepare_message", "queue_purge"):  # broker.stock's client calls
+    for name in ("basic_get", "basic_publish", "prepare_message", "queue_purge"):  # transport's stock client calls
         assert callable(getattr(channel, name, None)), f"kombu's Redis Channel has no {name}: {UPGRADE}"
     assert list(inspect.signature(kombu_redis.QoS.append).parameters) == ["self", "message", "delivery_tag"], UPGRADE
     assert list(inspect.signature(kombu_redis.QoS.ack).parameters) == ["self", "delivery_tag"], UPGRADE

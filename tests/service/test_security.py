@@ -18,7 +18,7 @@ import requests
 
 from app.dispatch import new_id
 from laya_common import contract
-from laya_common.broker import queues, stock
+from laya_common.broker import queues, transport
 from service.helpers import API_KEY, BIN, NOUL, REDIS_PASSWORD, Service, free_port, request_body, wait_until
 
 PAYLOAD = request_body("Please refund the duplicate charge.", refund=NOUL)
@@ -72,7 +72,7 @@ def test_a_pickled_message_on_the_queue_is_refused_not_executed(private_db, laun
     service.wait_healthy()
     marker = tmp_path / "unpickled"
     body = pickle.dumps(((_Touch(marker),), {}, {"callbacks": None, "errbacks": None, "chain": None, "chord": None}))
-    stock.publish(
+    transport.publish(
         private_db,
         queues.queue_name("english", "jobs"),
         body,
