@@ -28,6 +28,10 @@ SHAPES = {
     "gemm_mlp_out_acc_f32": lambda D, F: dict(N=D, K=F, accumulate=True),
     "gemm_head_out_bias_acc_f32": lambda D, F: dict(N=D, K=D, bias=True, accumulate=True),
     "gemm_head_ffn2_bias_acc_f32": lambda D, F: dict(N=D, K=4 * D, bias=True, accumulate=True),
+    # split-K partial products for small M (fp32, one slab per slice of K), summed into the stream by norm.py's
+    # split_add_norm_bias_bf16: the encoder's two GEMMs whose output joins the stream
+    "gemm_attn_out_split_f32": lambda D, F: dict(N=D, K=D, split=True),
+    "gemm_mlp_out_split_f32": lambda D, F: dict(N=D, K=F, split=True),
 }
 
 _ORIGINAL_GEMM = dict(max_m=None, block_M=64, block_N=128, block_K=64, num_stages=3, threads=128)
@@ -55,8 +59,19 @@ _GEGLU = [
     dict(_JOINT, max_m=None, block_M=128, block_N=128, num_stages=3, threads=256, warps="rows"),
 ]
 
+# Split-K at small M: 64 weight rows a block (the wgmma's M side), the tokens as its N side (block_T >= M: the
+# tiers end at 128 rows), K cut into up to 8 slices, so that a 1024-wide layer is 16 x 8 = 128 blocks, each
+# fetching its 64 x K/8 weight slice before the wait for the previous kernel.
+_SPLIT = [dict(max_m=64, block_T=64), dict(max_m=128, block_T=128)]
+_SPLIT_TILES = {
+    "gemm_attn_out_split_f32": [dict(t, block_W=64, block_K=64, splits=8) for t in _SPLIT],
+    "gemm_mlp_out_split_f32": [dict(t, block_W=64, block_K=64, splits=8) for t in _SPLIT],  # 41 steps: 7 x 6
+}
+
 TILE_CONFIGS = {
-    "original": {name: [_ORIGINAL_GEGLU if "geglu" in name else _ORIGINAL_GEMM] for name in SHAPES},
+    "original": {
+        name: [_ORIGINAL_GEGLU if "geglu" in name else _ORIGINAL_GEMM] for name in SHAPES if "split" not in name
+    },
     "optimized": {  # small-M tile counts: N / block_N
         "gemm_qkv_bf16": [dict(_SMALL, block_N=24), dict(_MID, block_N=128), _LARGE],  # 128
         "gemm_attn_out_bf16": [dict(_SMALL, block_N=8), dict(_MID, block_N=64), _LARGE],  # 128
@@ -71,6 +86,7 @@ TILE_CONFIGS = {
             for name in SHAPES
             if name.endswith("_acc_f32")
         },
+        **_SPLIT_TILES,
     },
 }
 
@@ -252,10 +268,52 @@ def gemm_geglu(
     return main
 
 
+def split_steps(K: int, block_K: int, splits: int) -> tuple[int, int]:
+    """(slices, K steps a slice): `splits` slices of K at most, every one holding at least one step."""
+    k_steps = -(-K // block_K)
+    per_split = -(-k_steps // min(splits, k_steps))
+    return -(-k_steps // per_split), per_split
+
+
+def gemm_split_k(N, K, *, block_W=64, block_T=128, block_K=64, splits=8, threads=128):
+    """P[s, m, n] = sum over the s-th slice of K of A[m, k] * W[n, k], fp32, for M <= block_T.
+
+    The weights are the wgmma's M side (block_W rows of W a block) and the tokens its N side, so that a small M
+    wastes no weight bytes; a block's whole weight slice is fetched before the wait for the previous kernel (no
+    kernel writes weights). The slices are summed, always in the same order, by the kernel that reads P."""
+    M = T.dynamic("M")
+    S, per_split = split_steps(K, block_K, splits)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K), dtype), P: T.Tensor((S, M, N), accum_dtype)):
+        with T.Kernel(T.ceildiv(N, block_W), S, threads=threads) as (bx, bs):  # bx: weight rows, bs: slice of K
+            W_slice = T.alloc_shared((block_W, per_split * block_K), dtype)
+            A_shared = T.alloc_shared((block_T, block_K), dtype)
+            acc = T.alloc_fragment((block_W, block_T), accum_dtype)
+            out = T.alloc_shared((block_T, block_W), accum_dtype)  # transposed, so P is written in whole rows
+            k0 = bs * per_split * block_K
+            for kk in T.unroll(per_split):  # past K (the last slice): TMA fills zeros
+                T.copy(W[bx * block_W, k0 + kk * block_K], W_slice[:, kk * block_K : (kk + 1) * block_K])
+            after_previous_kernel()
+            T.clear(acc)
+            for k in T.Pipelined(per_split, num_stages=2):
+                T.copy(A[0, k0 + k * block_K], A_shared)  # rows past M: zeros
+                T.gemm(W_slice[:, k * block_K : (k + 1) * block_K], A_shared, acc, transpose_B=True)
+            for i, j in T.Parallel(block_W, block_T):
+                out[j, i] = acc[i, j]
+            for j, i in T.Parallel(block_T, block_W):
+                if j < M and bx * block_W + i < N:
+                    P[bs, j, bx * block_W + i] = out[j, i]
+
+    return main
+
+
 def build(name: str, D: int, F: int, tier: dict):
     """The prim_func of entry `name` for a model of hidden size D and MLP width F, with one tile tier."""
     shape = SHAPES[name](D, F)
     tiles = {k: v for k, v in tier.items() if k != "max_m"}
     if shape.pop("geglu", False):
         return gemm_geglu(shape["N"], shape["K"], **tiles)
+    if shape.pop("split", False):
+        return gemm_split_k(shape["N"], shape["K"], **tiles)
     return gemm(shape.pop("N"), shape.pop("K"), **shape, **tiles)

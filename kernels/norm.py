@@ -10,6 +10,8 @@ the stream, and writes Y = LayerNorm(x) * W (+ Bias) in bf16 for the next GEMM:
   norm_bias_bf16           x = X                             (decision head, first layer's norm1)
   type_add_norm_bias_bf16  x = Y + Temb[Q[m // L]]           (final encoder output + question-type embedding)
   residual_add_f32         X = X + R, no norm                (the decision head's last residual add)
+  split_add_norm_bias_bf16 x = X + (P[0] + ... + P[S-1])      (a split-K GEMM's fp32 slices, summed in order,
+                                                               so that answers repeat; gemm.gemm_split_k)
 
 The residual stream stays in fp32, as under the reference's autocast: its values reach ~1e4, where a
 bf16 stream would lose whole units at every add.
@@ -29,6 +31,7 @@ SHAPES = {
     "norm_bias_bf16": dict(source="stream", bias=True),
     "type_add_norm_bias_bf16": dict(source="type", bias=True),
     "residual_add_f32": dict(source="residual", bias=False, normalize=False),
+    "split_add_norm_bias_bf16": dict(source="split", bias=True),
 }
 
 TILE_CONFIGS = {
@@ -145,6 +148,32 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 add_residual(X, R, x, bx * block_M)
                 norm_rows(x, W, None, Y, bx * block_M, None)
+
+    elif source == "split":
+        S = T.dynamic("S")  # as many slices as the GEMM before cut K into
+
+        @T.prim_func
+        def main(
+            X: T.Tensor((M, D), accum_dtype),
+            P: T.Tensor((S, M, D), accum_dtype),
+            W: T.Tensor((D,), accum_dtype),
+            Bias: T.Tensor((D,), accum_dtype),
+            Y: T.Tensor((M, D), dtype),
+        ):
+            with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+                after_previous_kernel()
+                x = T.alloc_fragment((block_M, D), accum_dtype)
+                product = T.alloc_fragment((block_M, D), accum_dtype)
+                row0 = bx * block_M
+                T.clear(product)
+                for s in T.serial(S):  # the slices summed first, then added once: one rounding at the stream's scale
+                    for i, j in T.Parallel(block_M, D):
+                        product[i, j] = product[i, j] + P[s, T.min(row0 + i, M - 1), j]
+                T.copy(X[row0, 0], x)
+                for i, j in T.Parallel(block_M, D):
+                    x[i, j] = x[i, j] + product[i, j]
+                T.copy(x, X[row0, 0])
+                norm_rows(x, W, Bias, Y, row0, None)
 
     else:
         assert source == "stream" and bias, (source, bias)

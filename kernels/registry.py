@@ -51,8 +51,8 @@ def kernels(tile_config: str, model: ModelDims, *, candidates: dict | None = Non
     def add(name, family, module, tiers):
         specs.append(KernelSpec(name, family, module.PASS_CONFIGS, NVCC_FLAGS[family], tiers))
 
-    for name in gemm.SHAPES:
-        add(name, "gemm", gemm, _gemm_tiers(name, gemm.TILE_CONFIGS[tile_config][name], D, F))
+    for name, tiers in gemm.TILE_CONFIGS[tile_config].items():
+        add(name, "gemm", gemm, _gemm_tiers(name, tiers, D, F))
     for name in norm.SHAPES:
         tiles = norm.TILE_CONFIGS[tile_config][name]
         make = lambda name=name, tiles=tiles: norm.build(  # noqa: E731

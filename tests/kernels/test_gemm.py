@@ -87,3 +87,31 @@ def test_gemm_geglu(kernels, gen, poisoned, R, L):
     assert torch.isfinite(C).all(), "unwritten (NaN) outputs"
     err = reference.rel_error(C, reference.gemm_geglu(A, Wi))
     assert err < reference.REL_BF16, f"relative error {err:.2e}"
+
+
+SPLITS = ("gemm_attn_out_split_f32", "gemm_mlp_out_split_f32")
+
+
+@pytest.mark.parametrize(("R", "L"), SHAPES)
+@pytest.mark.parametrize("name", SPLITS)
+def test_split_k_slices_add_up_to_the_product_the_same_every_run(kernels, gen, poisoned, name, R, L):
+    if name not in kernels.manifest.entries:
+        pytest.skip(f"bundle {kernels.bundle.name} has no split-K GEMMs")
+    entry = kernels.manifest.entries[name]
+    M = R * L
+    if entry.tiers[-1].max_m < M:
+        pytest.skip(f"{name} admits M <= {entry.tiers[-1].max_m}")
+    shapes = {a.name: a.shape for a in entry.args}
+    (N, K), slices = shapes["W"], shapes["P"][0]
+    A = torch.randn(M, K, device="cuda", generator=gen).to(torch.bfloat16)
+    W = _weights((N, K), gen)
+    P = poisoned(slices, M, N, dtype=torch.float32)
+    getattr(kernels, name)(A, W, P)
+    again = poisoned(slices, M, N, dtype=torch.float32)
+    getattr(kernels, name)(A, W, again)
+    torch.cuda.synchronize()
+    assert torch.isfinite(P).all(), "unwritten (NaN) slices"
+    # fp32 products of the bf16 operands, no bf16 rounding: the summation order only
+    err = reference.rel_error(P.sum(0), reference.gemm(A, W))
+    assert err < 1e-5, f"relative error {err:.2e}"
+    assert torch.equal(P, again), "a second run wrote other slices"

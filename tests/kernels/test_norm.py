@@ -110,3 +110,19 @@ def test_residual_add(kernels, gen, R, L):
     kernels.residual_add_f32(X, branch)
     torch.cuda.synchronize()
     assert reference.rel_error(X, X_ref) < reference.REL_F32
+
+
+@pytest.mark.parametrize("slices", [1, 7, 8])
+@pytest.mark.parametrize(("R", "L"), SHAPES)
+def test_split_add_norm(kernels, gen, poisoned, R, L, slices):
+    """A split-K GEMM's fp32 slices summed into the stream, then its LayerNorm; the same bits every run."""
+    M, D = R * L, kernels.manifest.model.hidden_size
+    X = _stream(M, D, gen)
+    P = torch.randn(slices, M, D, device="cuda", generator=gen) * 3
+    weight, b = _params(D, gen)
+    X_ref = X + P.double().sum(0).float()
+    X_again, Y, Y_again = X.clone(), poisoned(M, D, dtype=BF16), poisoned(M, D, dtype=BF16)
+    kernels.split_add_norm_bias_bf16(X, P, weight, b, Y)
+    kernels.split_add_norm_bias_bf16(X_again, P, weight, b, Y_again)
+    _check(Y, reference.layer_norm(X_ref, weight, b, 1e-5), X, X_ref)
+    assert torch.equal(X, X_again) and torch.equal(Y, Y_again), "a second run wrote other values"
