@@ -1,7 +1,8 @@
 """The benchmark: five B=1 inputs, 20 warmups and 100 samples each, engine time and executor time (GPU).
 
     python -m recipe.benchmark --checkpoint CKPT --bundle BUNDLE --output OUT [--eager] [--original-rope]
-                               [--executor cuda|reference] [--tilelang-only] [--torch-readout] [--compare]
+                               [--executor cuda|reference] [--tilelang-only] [--[no-]split-k] [--torch-readout]
+                               [--compare]
 
 Engine time is `Engine.decide` from the request dict to typed answers (tokenizing, rows, the executor, the
 readback and decoding; the answers are on the host when it returns); executor time is the cuda executor's
@@ -316,6 +317,7 @@ def main(args: argparse.Namespace) -> int:
         original_rope=args.original_rope,
         cublas=not args.tilelang_only,
         torch_readout=args.torch_readout,
+        split_k=args.split_k,
     )
     t0 = time.perf_counter()
     systems = {OURS: Ours(args.checkpoint, args.executor, options)}
@@ -371,6 +373,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--eager", action="store_true", help="cuda executor without CUDA graphs")
     p.add_argument("--original-rope", action="store_true", help="cuda executor with the table RoPE")
     p.add_argument("--tilelang-only", action="store_true", help="every GEMM on the bundle's kernels (no cuBLAS)")
+    p.add_argument(
+        "--split-k",
+        action=argparse.BooleanOptionalAction,
+        help="the split-K GEMMs at every small M (--split-k) or nowhere (--no-split-k); default: the routing table",
+    )
     p.add_argument(
         "--torch-readout", action="store_true", help="the scorer and act head in torch ops, not the readout kernels"
     )

@@ -10,6 +10,10 @@ kernels: inside one CUDA graph, weights cycling through copies past the L2, 3 wa
 ones, a sample per launch. Writes OUT/gemm_routes.csv (every median) and OUT/gemm_routes.json: the M ranges
 where cuBLAS was faster, per entry (what `gemm_routes.ROUTES` takes), and for the accumulating entries the
 ranges where the bundle's kernel was faster (what `gemm_routes.ACCUMULATE_ON_BUNDLE` takes).
+
+The split-K entries (`*_split_f32`) are timed as the chain runs them, with the norm that sums their slices into the
+stream, against cuBLAS's accumulating GEMM and the plain norm they replace, at every M their tiers admit:
+OUT/split_k.csv (per GEMM and norm pair; what `gemm_routes.SPLIT_ON_BUNDLE` takes).
 """
 
 from __future__ import annotations
@@ -53,7 +57,10 @@ def main(*, bundle: Path, output: Path) -> int:
     kernels = Kernels(bundle)
     kernels.init()
     rows, faster = [], {}
-    gemms = [name for name, e in kernels.manifest.entries.items() if e.family == "gemm"]
+    splits = [name for name in kernels.manifest.entries if name.endswith("_split_f32")]
+    if splits:
+        time_split_k(kernels, splits, output / "split_k.csv")
+    gemms = [name for name, e in kernels.manifest.entries.items() if e.family == "gemm" and name not in splits]
     for name in gemms:
         faster[name] = []
         for (R, L), m in zip(SHAPES, M_VALUES, strict=True):
@@ -96,6 +103,48 @@ def main(*, bundle: Path, output: Path) -> int:
     (output / "gemm_routes.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(json.dumps({"cublas_faster": table, "bundle_accumulates_faster": bundle_accumulates}, indent=1))
     return 0
+
+
+def time_split_k(kernels: Kernels, splits: list[str], path: Path) -> None:
+    """Each split-K GEMM and the norm summing its slices into the stream, against cuBLAS's accumulating GEMM and
+    the plain norm, per M its tiers admit: microseconds a pair, into `path` (CSV)."""
+    rows = []
+    for name in splits:
+        for (R, L), m in zip(SHAPES, M_VALUES, strict=True):
+            if kernels.manifest.entries[name].tiers[-1].max_m < m:
+                continue
+            timed = {}
+            for route in ("split", "cublas"):
+                pairs, held = [], []
+                for copy in range(weight_copies(kernels, name)):
+                    A, W, P = make_args(kernels, name, R, L, copy)
+                    X, _, Wn, Bn, Y = make_args(kernels, "split_add_norm_bias_bf16", R, L, copy)
+                    held.append((A, W, P, X, Wn, Bn, Y))
+                    if route == "split":
+                        pairs += [
+                            getattr(kernels, name).bind(A, W, P),
+                            kernels.split_add_norm_bias_bf16.bind(X, P, Wn, Bn, Y),
+                        ]
+                    else:
+                        pairs += [cublas_accumulate(A, W, X), kernels.norm_bias_bf16.bind(X, Wn, Bn, Y)]
+                while len(pairs) < 20:
+                    pairs += pairs[:2]
+                timed[route] = 2 * statistics.median(graph_launch_times_us(pairs))
+                del held  # the tensors the launches were bound to, alive until here
+            rows.append(
+                {
+                    "entry": name,
+                    "M": m,
+                    "split_us": round(timed["split"], 3),
+                    "cublas_and_norm_us": round(timed["cublas"], 3),
+                    "ratio": round(timed["split"] / timed["cublas"], 3),
+                }
+            )
+            print(f"{name:30} M={m:5} split+norm {timed['split']:8.2f} us  cublas+norm {timed['cublas']:8.2f} us")
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
 
 
 def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str) -> tuple[list, list]:

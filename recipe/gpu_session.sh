@@ -18,6 +18,8 @@
 #              share and issue 31's bar (API processes: LAYA_API_PROCESSES, default 4 in every step, as the README)
 # load-torch-readout  the same with LAYA_TORCH_READOUT=1: what the readout kernels bought under load
 # readout-ab   recipe.benchmark (ours alone) with the readout kernels and with --torch-readout, alternating, twice
+# split-ab     recipe.benchmark (ours alone) with --split-k (split-K GEMMs at small M) and --no-split-k, alternating,
+#              twice
 # load-ab      recipe/ab.sh --own-stack with recipe.load (1, 8, 32 clients, one worker): an older tree of the
 #              service (LAYA_AB_BASE, as overhead-ab) alternating with this one, twice
 # service      recipe/gpu_service.sh: laya-stack with the cuda executor, compare_with_backend, a job, a batch
@@ -37,7 +39,7 @@
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n 2,38p "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n 2,40p "$0"; exit 0; }
 out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
@@ -78,6 +80,12 @@ for s in $steps; do
                   step "readout-ab-torch-$round" 150 python3 -m recipe.benchmark --checkpoint "$ckpt" \
                     --bundle "$optimized" --torch-readout --output "$work/readout-ab/torch-$round"
                 done ;;
+    split-ab) for round in 1 2; do
+                step "split-ab-split-$round" 150 python3 -m recipe.benchmark --checkpoint "$ckpt" \
+                  --bundle "$optimized" --split-k --output "$work/split-ab/split-$round"
+                step "split-ab-accumulate-$round" 150 python3 -m recipe.benchmark --checkpoint "$ckpt" \
+                  --bundle "$optimized" --no-split-k --output "$work/split-ab/accumulate-$round"
+              done ;;
     load-ab) step load-ab 480 recipe/ab.sh --own-stack "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" \
                "$work/load-ab" 2 python3 -m recipe.load --checkpoint "$ckpt" --inputs 1x77 --clients 1,8,32 --seconds 8 \
                --workers 1 --output ;;

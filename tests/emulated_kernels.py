@@ -15,14 +15,22 @@ from laya_common.model import ModelConfig
 
 HEAD_EPS = 1e-5  # nn.TransformerEncoderLayer's LayerNorm eps, compiled into the head's norm kernels
 READOUT_EPS = 1e-5  # the scorer's nn.LayerNorm eps, compiled into readout_scores_f32
+SPLIT_SLICES = 3  # slices of K a split-K GEMM writes
 
 
 class EmulatedKernels:
     def __init__(self, cfg: ModelConfig) -> None:
         self.cfg = cfg
         # the readout kernels' partial sums: one per 8 of the scorer's hidden columns, as kernels/readout.py tiles them
-        scores = SimpleNamespace(args=(SimpleNamespace(shape=("N", cfg.hidden_size // 8)),))
-        self.manifest = SimpleNamespace(tile_config="emulated", entries={"readout_scores_f32": scores})
+        scores = SimpleNamespace(family="readout", args=(SimpleNamespace(name="P", shape=("N", cfg.hidden_size // 8)),))
+        # the split-K GEMMs' fp32 slices, as a bundle declares them (kernels/gemm.py cuts K into up to 8)
+        split = SimpleNamespace(
+            family="gemm",
+            args=(SimpleNamespace(name="P", shape=(SPLIT_SLICES, "M", cfg.hidden_size)),),
+            tiers=(SimpleNamespace(max_m=128),),
+        )
+        entries = {"readout_scores_f32": scores, "gemm_attn_out_split_f32": split, "gemm_mlp_out_split_f32": split}
+        self.manifest = SimpleNamespace(tile_config="emulated", entries=entries)
         self.launches: list[str] = []  # every entry point launched, in order
         self.fail_on: str | None = None  # an entry point whose launch raises, as a failing kernel would
 
@@ -127,6 +135,18 @@ class _Math:
         X.add_(reference.gemm(A, W, Bias))
 
     gemm_head_ffn2_bias_acc_f32 = gemm_head_out_bias_acc_f32
+
+    # split-K GEMMs, summed into the stream by the norm after them. The whole product in the first slice: the
+    # same sums as the accumulating GEMM's, so that an answer here does not depend on which path its M took
+    def gemm_attn_out_split_f32(self, A, W, P):
+        P.zero_()
+        P[0].copy_(reference.gemm(A, W))
+
+    gemm_mlp_out_split_f32 = gemm_attn_out_split_f32
+
+    def split_add_norm_bias_bf16(self, X, P, W, Bias, Y):
+        X.add_(P.sum(0))
+        Y.copy_(reference.layer_norm(X, W, Bias, self.cfg.norm_eps))
 
     # the readout after the graph
     def readout_scores_f32(self, X, At, NormW, NormB, W1, B1, W2, P):

@@ -20,10 +20,11 @@ from worker.engine.checkpoint import load_weights
 from worker.engine.engine import Engine
 from worker.engine.executors import ExecutorOptions, make_executor
 from worker.engine.executors.cuda import PASSES_IN_FLIGHT, BundleRefused, CudaExecutor
-from worker.engine.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, ROUTES, TILELANG, GemmRoutes
+from worker.engine.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, ROUTES, SMALL_M, TILELANG, GemmRoutes
 from worker.engine.sequences import Row
 
 TILELANG_ONLY = GemmRoutes.for_bundle("optimized", use_cublas=False)  # the stream accumulated by the bundle too
+SPLIT_K = GemmRoutes.for_bundle("optimized", split_k=True)  # the split-K GEMMs at small M
 ALL_CUBLAS = GemmRoutes("all-cublas", {entry: ((1, None),) for entry in ROUTES["optimized"]})
 # bf16 weights and activations against the fp32 reference, on a random tiny model whose scorer is 32x wider than
 # its fan-in (so options differ by whole logits): the emulated chain shows up to 0.047 across routes and RoPE
@@ -65,7 +66,7 @@ def reference_answers(engine):
     return [engine.decide(r) for r in REQUESTS]
 
 
-@pytest.mark.parametrize("routes", [TILELANG_ONLY, ALL_CUBLAS], ids=lambda r: r.name)
+@pytest.mark.parametrize("routes", [TILELANG_ONLY, ALL_CUBLAS, SPLIT_K], ids=["tilelang", "cublas", "split-k"])
 @pytest.mark.parametrize("original_rope", [False, True], ids=["rope-fp32", "rope-table"])
 def test_answers_as_the_fp32_reference_within_bf16(tiny_checkpoint, reference_answers, routes, original_rope):
     engine = emulated_engine(tiny_checkpoint, routes=routes, original_rope=original_rope)
@@ -163,7 +164,8 @@ def test_rows_are_padded_to_token_buckets_and_rows_stay_exact(tiny_checkpoint):
 
 
 def test_each_bucket_records_what_runs_each_entry_point(tiny_checkpoint):
-    routes = GemmRoutes("mixed", {"gemm_geglu_bf16": ((1, 128),)})
+    split = "gemm_attn_out_split_f32"
+    routes = GemmRoutes("mixed", {"gemm_geglu_bf16": ((1, 128),)}, split_ranges={split: SMALL_M})
     engine = emulated_engine(tiny_checkpoint, routes=routes)
     engine.decide(REQUESTS[0])  # one row of fewer than 128 tokens
     engine.decide(REQUESTS[3])  # 16 rows of max_len tokens
@@ -171,7 +173,11 @@ def test_each_bucket_records_what_runs_each_entry_point(tiny_checkpoint):
     small, large = (m for _, m in sorted(mapping.items(), key=lambda kv: int(kv[0].split("x")[0])))
     assert small["gemm_geglu_bf16"] == CUBLAS and large["gemm_geglu_bf16"] == "emulated_gemm_geglu_bf16"
     assert small["gemm_qkv_bf16"] == "emulated_gemm_qkv_bf16"
-    assert small["gemm_attn_out_acc_f32"] == large["gemm_mlp_out_acc_f32"] == CUBLAS_ACCUMULATE
+    assert small["gemm_mlp_out_acc_f32"] == large["gemm_attn_out_acc_f32"] == CUBLAS_ACCUMULATE
+    # the split-K attention output at small M, its slices summed by the norm after it; at large M, not
+    assert small[split] == f"emulated_{split}" and "gemm_attn_out_acc_f32" not in small
+    assert small["split_add_norm_bias_bf16"] == "emulated_split_add_norm_bias_bf16"
+    assert split not in large and "split_add_norm_bias_bf16" not in large
     assert "16x512" in mapping
 
 
@@ -191,6 +197,11 @@ def test_routes_are_chosen_by_entry_and_m():
     assert "the stream accumulated by the bundle's kernels for" in TILELANG_ONLY.summary()
     assert f"{acc} M 1-any" in TILELANG_ONLY.summary()
     assert f"{ffn1} M 17-any" in routes.summary()
+    # the split-K GEMMs only where asked for until timed, and only where their tiers reach
+    mlp_split = "gemm_mlp_out_split_f32"
+    assert not routes.split(mlp_split, 16) and not TILELANG_ONLY.split(mlp_split, 16)
+    assert SPLIT_K.split(mlp_split, 128) and not SPLIT_K.split(mlp_split, 129)
+    assert f"split over K for gemm_attn_out_split_f32 M 1-128, {mlp_split} M 1-128" in SPLIT_K.summary()
     with pytest.raises(ValueError, match="no GEMM routing table for tile configuration 'other'"):
         GemmRoutes.for_bundle("other")
 

@@ -28,6 +28,7 @@ class ExecutorOptions:
     original_rope: bool = False  # cuda: RoPE from the exported tables, rounded like the reference's bf16 path
     cublas: bool = True  # cuda: let the routing table send GEMMs to cuBLAS
     torch_readout: bool = False  # cuda: the scorer and act head in torch ops instead of the bundle's two kernels
+    split_k: bool | None = None  # cuda: the split-K GEMMs at small M as the routing table says, always or never
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def _cuda(cfg: ModelConfig, weights: dict, options: ExecutorOptions, kernels) ->
     if problem:
         raise ValueError(f"the cuda executor cannot run here: {problem}")
     tables = read_tables(options.bundle, cfg.max_len, cfg.head_dim) if options.original_rope else None
-    routes = GemmRoutes.for_bundle(kernels.manifest.tile_config, use_cublas=options.cublas)
+    routes = GemmRoutes.for_bundle(kernels.manifest.tile_config, use_cublas=options.cublas, split_k=options.split_k)
     return CudaExecutor(
         cfg,
         weights,

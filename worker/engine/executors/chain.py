@@ -4,7 +4,8 @@ shape bucket, captured into a CUDA graph, replayed per request).
 
 A pass is the embeddings, every encoder layer (QKV, RoPE, attention, the output projection accumulated into the
 fp32 stream, norm, GeGLU, the down projection accumulated, norm) and the decision head's layers, as
-`docs/kernels.md` describes. A GEMM runs on the bundle's kernel or, where the routing table says so
+`docs/kernels.md` describes. At small M an encoder projection into the stream is instead a split-K GEMM whose fp32
+slices the norm after it sums into the stream. A GEMM runs on the bundle's kernel or, where the routing table says so
 (`gemm_routes`), on cuBLAS through torch inside the same graph; the GEMMs whose output is added to a residual
 stream accumulate into it in fp32, on cuBLAS (`cublas_accumulate`) or, where the routing table says so, on the
 bundle's accumulating kernels.
@@ -57,11 +58,9 @@ class Chain:
                 self._gemm("gemm_qkv_bf16", Y, layer.wqkv, QKV),
                 self._kernel(self.rope_entry, QKV, *self.rope[kind], L),
                 self._kernel(f"attn_fwd_{kind}_bf16", QKV, lens, L, O),
-                self._accumulate("gemm_attn_out_acc_f32", O, layer.wo, X),
-                self._kernel("norm_bias_bf16", X, layer.mlp_norm, w.no_bias, Y),
+                *self._into_stream("gemm_attn_out", O, layer.wo, X, layer.mlp_norm, Y),
                 self._geglu(Y, layer.wi, G),
-                self._accumulate("gemm_mlp_out_acc_f32", G, layer.wo2, X),
-                self._kernel("norm_bias_bf16", X, nxt, w.no_bias, Y),
+                *self._into_stream("gemm_mlp_out", G, layer.wo2, X, nxt, Y),
             ]
         # the head's stream starts as bf16(final_norm(x)) + the question type's embedding, in X's buffer
         first = w.head[0]
@@ -99,12 +98,44 @@ class Chain:
             return self._kernel(entry, A, W, *(() if bias is None else (bias,)), X)
         return Step(entry, CUBLAS_ACCUMULATE, cublas_accumulate(A, W, X, bias=bias))
 
+    def _into_stream(self, gemm: str, A: Tensor, W: Tensor, X: Tensor, norm: Tensor, Y: Tensor) -> list[Step]:
+        """X += A @ W^T, then Y = LayerNorm(X) * norm, in two launches: a split-K GEMM writing fp32 slices and the
+        norm that sums them into X where the routing table says so, else the accumulating GEMM and a plain norm."""
+        split = f"{gemm}_split_f32"
+        if self.routes.split(split, A.shape[0]) and split in self.kernels.manifest.entries:
+            slices, _, n = _partials_shape(self.kernels.manifest.entries[split])
+            P = self.ws.partials(slices, A.shape[0], n)
+            return [
+                self._kernel(split, A, W, P),
+                self._kernel("split_add_norm_bias_bf16", X, P, norm, self.weights.no_bias, Y),
+            ]
+        return [
+            self._accumulate(f"{gemm}_acc_f32", A, W, X),
+            self._kernel("norm_bias_bf16", X, norm, self.weights.no_bias, Y),
+        ]
+
     def _geglu(self, A: Tensor, Wi: Tensor, G: Tensor) -> Step:
         """G = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T): the fused kernel, or cuBLAS and one elementwise pass."""
         entry = "gemm_geglu_bf16"
         if self.routes.route(entry, A.shape[0]) != CUBLAS:
             return self._kernel(entry, A, Wi, G)
         return Step(entry, CUBLAS, cublas_geglu(A, Wi, G, self.ws.view("G2", A.shape[0])))
+
+
+def partials_size(manifest) -> int:
+    """fp32 elements of the workspace every split-K GEMM of a bundle writes its slices into, at its largest M."""
+    sizes = [
+        slices * entry.tiers[-1].max_m * n
+        for entry in manifest.entries.values()
+        if entry.family == "gemm" and any(a.name == "P" for a in entry.args)
+        for slices, _, n in [_partials_shape(entry)]
+    ]
+    return max(sizes, default=0)
+
+
+def _partials_shape(entry) -> tuple:
+    """A split-K entry's P: (slices, "M", N)."""
+    return next(a.shape for a in entry.args if a.name == "P")
 
 
 class Step:

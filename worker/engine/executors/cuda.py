@@ -26,7 +26,7 @@ from torch import Tensor
 from laya_common.contract import LIMITS
 from laya_common.model import ModelConfig
 from worker.engine.batch import Admits, Batch, Executor, Outputs
-from worker.engine.executors.chain import Chain, Step
+from worker.engine.executors.chain import Chain, Step, partials_size
 from worker.engine.executors.device_weights import DeviceWeights, Workspaces
 from worker.engine.executors.gemm_routes import CUBLAS, GemmRoutes
 from worker.engine.executors.readout import INPUT_DTYPES, KernelReadout, Readout, host_inputs
@@ -143,7 +143,9 @@ class CudaExecutor(Executor):
             for r in range(1, MAX_ROWS + 1)
             for t in self._token_buckets()
         )
-        self.ws = Workspaces(cfg, max_tokens, self.device, geglu_on_cublas=geglu_on_cublas)
+        self.ws = Workspaces(
+            cfg, max_tokens, self.device, geglu_on_cublas=geglu_on_cublas, partials=partials_size(kernels.manifest)
+        )
         # per request: ids (M) | lengths (R) | qtype (R), then the readout's at (R*K) | keep (R*K) | bias (R*K) |
         # log_k (R) | k_feature (R); 32-bit words, float32 ones by their bits
         n_inputs = max_tokens + 4 * MAX_ROWS + 3 * MAX_ROWS * cfg.max_len

@@ -109,7 +109,10 @@ class DeviceWeights:
 class Workspaces:
     """Flat buffers sized for `max_tokens` token rows; `view(name, m, cols)` is their first m rows."""
 
-    def __init__(self, cfg: ModelConfig, max_tokens: int, device: torch.device, *, geglu_on_cublas: bool) -> None:
+    def __init__(
+        self, cfg: ModelConfig, max_tokens: int, device: torch.device, *, geglu_on_cublas: bool, partials: int = 0
+    ) -> None:
+        """`partials`: fp32 elements for the split-K GEMMs' slices (chain.partials_size)."""
         d, f = cfg.hidden_size, cfg.intermediate_size
         self.columns = {"X": d, "Y": d, "QKV": 3 * d, "O": d, "G": max(f, 4 * d)}
         if geglu_on_cublas:
@@ -119,6 +122,11 @@ class Workspaces:
             name: torch.empty(max_tokens * cols, dtype=dtypes.get(name, torch.bfloat16), device=device)
             for name, cols in self.columns.items()
         }
+        self.buffers["P"] = torch.empty(partials, dtype=torch.float32, device=device)
+
+    def partials(self, slices: int, m: int, n: int) -> Tensor:
+        """The fp32 slices [slices, m, n] of a split-K GEMM: one buffer for every such GEMM of the chain."""
+        return self.buffers["P"][: slices * m * n].view(slices, m, n)
 
     def view(self, name: str, m: int, cols: int | None = None) -> Tensor:
         cols = cols or self.columns[name]

@@ -45,6 +45,13 @@ ACCUMULATING = (
     "gemm_head_ffn2_bias_acc_f32",
 )
 EVERY_M: Ranges = ((1, None),)
+# At small M the encoder's two GEMMs that join the stream can run as split-K kernels of the bundle (the weights
+# streamed by every SM), writing fp32 slices that the next norm sums into the stream (chain.py); the kernels admit
+# M <= 128. SPLIT_K is where `split_k=True` runs them; SPLIT_ON_BUNDLE where a table runs them by default: nowhere
+# until they are timed on the GPU (docs/kernels.md, "Split-K at small M").
+SMALL_M: Ranges = ((1, 128),)
+SPLIT_K: dict[str, Ranges] = {"gemm_attn_out_split_f32": SMALL_M, "gemm_mlp_out_split_f32": SMALL_M}
+SPLIT_ON_BUNDLE: dict[str, dict[str, Ranges]] = {"original": {}, "optimized": {}}
 
 
 @dataclass(frozen=True)
@@ -52,15 +59,18 @@ class GemmRoutes:
     name: str  # the tile configuration whose table this is, or "tilelang" for none
     ranges: dict[str, Ranges]  # to cuBLAS
     accumulate_ranges: dict[str, Ranges] = field(default_factory=dict)  # accumulating GEMMs to the bundle
+    split_ranges: dict[str, Ranges] = field(default_factory=dict)  # split-K entries, where they replace the above
 
     @classmethod
-    def for_bundle(cls, tile_config: str, *, use_cublas: bool = True) -> GemmRoutes:
-        """The table of a bundle's tile configuration; without cuBLAS, every GEMM on the bundle's kernels."""
-        if not use_cublas:
-            return cls("tilelang", {}, dict.fromkeys(ACCUMULATING, EVERY_M))
+    def for_bundle(cls, tile_config: str, *, use_cublas: bool = True, split_k: bool | None = None) -> GemmRoutes:
+        """The table of a bundle's tile configuration; without cuBLAS, every GEMM on the bundle's kernels. `split_k`:
+        the split-K GEMMs where the table says (None), at every M they admit (True) or nowhere (False)."""
         if tile_config not in ROUTES:
             raise ValueError(f"no GEMM routing table for tile configuration {tile_config!r}; known: {sorted(ROUTES)}")
-        return cls(tile_config, ROUTES[tile_config], ACCUMULATE_ON_BUNDLE[tile_config])
+        split = SPLIT_ON_BUNDLE[tile_config] if split_k is None else SPLIT_K if split_k else {}
+        if not use_cublas:
+            return cls("tilelang", {}, dict.fromkeys(ACCUMULATING, EVERY_M), split)
+        return cls(tile_config, ROUTES[tile_config], ACCUMULATE_ON_BUNDLE[tile_config], split)
 
     def route(self, entry: str, m: int) -> str:
         """CUBLAS or TILELANG for `entry` at M token rows."""
@@ -70,6 +80,10 @@ class GemmRoutes:
         """CUBLAS_ACCUMULATE or TILELANG for the accumulating GEMM `entry` at M token rows."""
         return TILELANG if _within(self.accumulate_ranges.get(entry, ()), m) else CUBLAS_ACCUMULATE
 
+    def split(self, entry: str, m: int) -> bool:
+        """Whether the split-K entry `entry` runs at M token rows."""
+        return _within(self.split_ranges.get(entry, ()), m)
+
     def summary(self) -> str:
         """One line for the startup log: the table's name, what goes to cuBLAS and what accumulates on the bundle."""
         if not self.ranges:
@@ -78,6 +92,8 @@ class GemmRoutes:
             line = f"{self.name}: cuBLAS for " + _ranges_text(self.ranges)
         if self.accumulate_ranges:
             line += "; the stream accumulated by the bundle's kernels for " + _ranges_text(self.accumulate_ranges)
+        if self.split_ranges:
+            line += "; split over K for " + _ranges_text(self.split_ranges)
         return line
 
 
