@@ -15,6 +15,7 @@ FAST_MATH = {tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True}
 EXACT_MATH: dict = {}  # for kernels whose sin/cos/exp must not become the approximate intrinsics
 
 ACTIVATIONS = ("none", "relu", "gelu")
+MAX_SLICES = 8  # slices of K a split-K GEMM may write: the summing norm unrolls its loop over them
 SQRT1_2 = 0.7071067811865476
 
 

@@ -7,7 +7,7 @@ large M uses wide wgmma tiles with a deep TMA pipeline.
 
 import tilelang.language as T
 
-from kernels.common import ACTIVATIONS, FAST_MATH, accum_dtype, activate, after_previous_kernel, dtype
+from kernels.common import ACTIVATIONS, FAST_MATH, MAX_SLICES, accum_dtype, activate, after_previous_kernel, dtype
 
 PASS_CONFIGS = FAST_MATH
 WARP_POLICIES = {"square": T.GemmWarpPolicy.Square, "rows": T.GemmWarpPolicy.FullRow}
@@ -283,6 +283,7 @@ def gemm_split_k(N, K, *, block_W=64, block_T=128, block_K=64, splits=8, threads
     kernel writes weights). The slices are summed, always in the same order, by the kernel that reads P."""
     M = T.dynamic("M")
     S, per_split = split_steps(K, block_K, splits)
+    assert S <= MAX_SLICES, f"{S} slices: split_add_norm_bias_bf16 sums at most {MAX_SLICES}"
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K), dtype), P: T.Tensor((S, M, N), accum_dtype)):

@@ -19,7 +19,7 @@ bf16 stream would lose whole units at every add.
 
 import tilelang.language as T
 
-from kernels.common import FAST_MATH, accum_dtype, after_previous_kernel, dtype, row_statistics
+from kernels.common import FAST_MATH, MAX_SLICES, accum_dtype, after_previous_kernel, dtype, row_statistics
 
 PASS_CONFIGS = FAST_MATH
 
@@ -166,9 +166,12 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
                 product = T.alloc_fragment((block_M, D), accum_dtype)
                 row0 = bx * block_M
                 T.clear(product)
-                for s in T.serial(S):  # the slices summed first, then added once: one rounding at the stream's scale
+                # the slices summed first, then added once: one rounding at the stream's scale. Unrolled, each load from
+                # a valid slice whether or not it counts, so that every slice's loads are in flight together
+                for s in T.unroll(MAX_SLICES):
                     for i, j in T.Parallel(block_M, D):
-                        product[i, j] = product[i, j] + P[s, T.min(row0 + i, M - 1), j]
+                        p = P[T.min(s, S - 1), T.min(row0 + i, M - 1), j]
+                        product[i, j] = product[i, j] + T.if_then_else(s < S, p, T.float32(0))
                 T.copy(X[row0, 0], x)
                 for i, j in T.Parallel(block_M, D):
                     x[i, j] = x[i, j] + product[i, j]
