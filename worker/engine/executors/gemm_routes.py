@@ -36,7 +36,8 @@ ROUTES: dict[str, dict[str, Ranges]] = {
 
 
 # Per accumulating GEMM, the M ranges where the bundle's kernel runs it instead of cuBLAS: none, as cuBLAS was
-# faster almost everywhere (docs/records/gemm-routes-h100-2026-12-05.csv); `--tilelang-only` runs them everywhere.
+# faster almost everywhere (docs/records/gemm-routes-h100-2026-12-05.csv, gemm-routes-h200-2026-12-06.csv);
+# `--tilelang-only` runs them everywhere.
 ACCUMULATE_ON_BUNDLE: dict[str, dict[str, Ranges]] = {"original": {}, "optimized": {}}
 ACCUMULATING = (
     "gemm_attn_out_acc_f32",
@@ -47,8 +48,9 @@ ACCUMULATING = (
 EVERY_M: Ranges = ((1, None),)
 # At small M the encoder's two GEMMs that join the stream can run as split-K kernels of the bundle (the weights
 # streamed by every SM), writing fp32 slices that the next norm sums into the stream (chain.py); the kernels admit
-# M <= 128. SPLIT_K is where `split_k=True` runs them; SPLIT_ON_BUNDLE where a table runs them by default: nowhere
-# until they are timed on the GPU (docs/kernels.md, "Split-K at small M").
+# M <= 128. SPLIT_K is where `split_k=True` runs them; SPLIT_ON_BUNDLE where a table runs them by default: nowhere,
+# as the pass was no faster with them (docs/records/split-k-h200-2026-12-06.json; docs/kernels.md, "Split-K at
+# small M").
 SMALL_M: Ranges = ((1, 128),)
 SPLIT_K: dict[str, Ranges] = {"gemm_attn_out_split_f32": SMALL_M, "gemm_mlp_out_split_f32": SMALL_M}
 SPLIT_ON_BUNDLE: dict[str, dict[str, Ranges]] = {"original": {}, "optimized": {}}
