@@ -5,7 +5,9 @@ fixed set of requests. Passes when no request fails, every answer is byte-equal 
 answered alone (sent one at a time before the load), and no worker held more requests in its engine at once
 than its executor holds passes (by its own stamps of starting and finishing each one). Per N: p50/p99 latency,
 throughput, and the executor's busy share (the executor time the worker reports per answer, x-executor-time:
-on the GPU for the cuda executor, summed over the level's wall time and its workers). The summary's `bar` is
+on the GPU for the cuda executor, summed over the level's wall time and its workers), and the cores the clients'
+own process used (`client_cpu_cores`: its threads share one GIL, so near 1 the clients may set the pace). The
+summary's `bar` is
 issue 31's: the smaller of 1,000/s and 80% of what the executor does alone (0.8 / its median time per request
 at the fewest clients). Writes load.json into --output, and every sample (each request's wall, engine and
 executor ms) into samples.json; per level also the latency of each request sent (`latency_by_request`, by its
@@ -101,11 +103,12 @@ def run_level(
     for t in threads:
         t.start()
     deadline.append(time.monotonic() + seconds)
-    began = time.monotonic()
+    began, cpu_began = time.monotonic(), time.process_time()
     start.wait()
     for t in threads:
         t.join()
     elapsed = time.monotonic() - began
+    client_cpu = time.process_time() - cpu_began
     rows = [o for per_client in outcomes for o in per_client]
     ok = [o for o in rows if o.get("status") == 200]
     return {
@@ -124,6 +127,8 @@ def run_level(
         "engine_ms_per_request": sum(o["engine_ms"] for o in ok) / len(ok) if ok else None,
         "executor_ms_p50": percentiles([o["executor_ms"] for o in ok])["p50_ms"] if ok else None,
         "executor_busy_share": sum(o["executor_ms"] for o in ok) / 1000 / elapsed,  # of one worker; divided below
+        # cores the callers' process used: near 1, its threads' HTTP work under one GIL may be what sets the pace
+        "client_cpu_cores": client_cpu / elapsed,
         "job_ids": [o["job_id"] for o in ok],
         "samples": [{"ms": round(o["ms"], 3), **{k: o[k] for k in ("engine_ms", "executor_ms")}} for o in ok],
     }
@@ -226,6 +231,7 @@ def main(
                 print(
                     f"load: {n_workers} worker(s), {n:3} clients: {level['answered']} answered, "
                     f"{level['throughput_rps']:.1f}/s, executor busy {level['executor_busy_share']:.0%}, "
+                    f"client process {level['client_cpu_cores']:.2f} cores, "
                     f"{outcome(level)}"
                 )
         report["bar"] = bar(report["runs"])

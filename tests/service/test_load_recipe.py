@@ -19,6 +19,7 @@ def test_load_short_form(checkpoint, tmp_path):
         assert len(level["samples"]) == run["answered"]
         assert all(0 < s["executor_ms"] <= s["engine_ms"] for s in level["samples"])
         assert 0 < run["executor_busy_share"] <= 1.0
+        assert 0 < run["client_cpu_cores"] < 2  # one process of threads under one GIL: about a core at most
         assert set(run["latency_by_request"]) == {str(i) for i in range(len(report["requests"]))}
     assert len(report["runs"][-1]["most_at_once"]) == 2  # both workers took tasks
     assert report["bar"]["requests_per_s"] == min(1000, 800 / report["runs"][0]["executor_ms_p50"])
