@@ -84,6 +84,10 @@ class EntryPoint:
         dims = [f"int {d}" for d in self.dims if d not in names]
         return [a.c_param() for a in self.args] + dims + ["cudaStream_t stream=cudaStreamDefault"]
 
+    def admits(self, m: int) -> bool:
+        """Whether a tier takes M = m (tiers are in increasing max_m; the split-K GEMMs' end at small M)."""
+        return self.tiers[-1].max_m is None or m <= self.tiers[-1].max_m
+
     def tier_for(self, m: int) -> Tier:
         for tier in self.tiers:
             if tier.max_m is None or m <= tier.max_m:

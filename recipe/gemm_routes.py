@@ -111,7 +111,7 @@ def time_split_k(kernels: Kernels, splits: list[str], path: Path) -> None:
     rows = []
     for name in splits:
         for (R, L), m in zip(SHAPES, M_VALUES, strict=True):
-            if kernels.manifest.entries[name].tiers[-1].max_m < m:
+            if not kernels.manifest.entries[name].admits(m):
                 continue
             timed = {}
             for route in ("split", "cublas"):

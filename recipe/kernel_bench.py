@@ -63,7 +63,7 @@ def main(*, bundles: list[Path], output: Path, entries: list[str] | None = None)
         }
         for name in [e for e in m.entries if not entries or e in entries]:
             for R, L in TIMED_SHAPES:
-                if not _admits(m.entries[name], R * L):
+                if not m.entries[name].admits(R * L):
                     continue
                 samples, symbol = time_entry(kernels, name, R, L)
                 rows.append({"bundle": path.name, **_row(m, name, symbol, R, L, samples)})
@@ -75,11 +75,6 @@ def main(*, bundles: list[Path], output: Path, entries: list[str] | None = None)
         w.writerows(rows)
     (output / "kernel_timings.json").write_text(json.dumps(meta, indent=2) + "\n")
     return 0
-
-
-def _admits(entry, m: int) -> bool:
-    """Whether a tier of `entry` takes M = m (the split-K GEMMs' end at small M)."""
-    return entry.tiers[-1].max_m is None or m <= entry.tiers[-1].max_m
 
 
 def time_entry(kernels: Kernels, name: str, R: int, L: int) -> tuple[list[float], str]:

@@ -1,5 +1,6 @@
 """manifest.json: the seal over its own bytes, and the signatures it declares."""
 
+import dataclasses
 import json
 
 import pytest
@@ -65,3 +66,8 @@ def test_signature_in_tilelang_convention():
     ]
     assert entry.tier_for(16).symbol.endswith("_t0")
     assert entry.tier_for(129).symbol.endswith("_t1")
+    assert entry.admits(1 << 20)  # a last tier without a bound takes any M
+    small = dataclasses.replace(entry, tiers=entry.tiers[:1])  # tiers that end at M = 128, as the split-K GEMMs'
+    assert small.admits(128) and not small.admits(129)
+    with pytest.raises(ValueError, match="no tier admits M=129"):
+        small.tier_for(129)

@@ -144,7 +144,11 @@ class CudaExecutor(Executor):
             for t in self._token_buckets()
         )
         self.ws = Workspaces(
-            cfg, max_tokens, self.device, geglu_on_cublas=geglu_on_cublas, partials=partials_size(kernels.manifest)
+            cfg,
+            max_tokens,
+            self.device,
+            geglu_on_cublas=geglu_on_cublas,
+            partials=partials_size(kernels.manifest) if self.routes.split_ranges else 0,  # none held where unused
         )
         # per request: ids (M) | lengths (R) | qtype (R), then the readout's at (R*K) | keep (R*K) | bias (R*K) |
         # log_k (R) | k_feature (R); 32-bit words, float32 ones by their bits
