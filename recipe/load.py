@@ -6,9 +6,10 @@ answered alone (sent one at a time before the load), and no worker held more req
 than its executor holds passes (by its own stamps of starting and finishing each one). Per N: p50/p99 latency,
 throughput, and the executor's busy share (the executor time the worker reports per answer, x-executor-time:
 on the GPU for the cuda executor, summed over the level's wall time and its workers), and the cores the clients'
-own process used (`client_cpu_cores`: its threads share one GIL, so near 1 the clients may set the pace). The
-summary's `bar` is
-issue 31's: the smaller of 1,000/s and 80% of what the executor does alone (0.8 / its median time per request
+own process used (`client_cpu_cores`: its threads share one GIL, so near 1 the clients may set the pace), the
+cores each of the stack's processes used (`process_cores`: the API's, Redis, each worker: near 1 a worker's host
+work sets the pace), and where each worker's time went between its own stamps (`worker_ms_per_request`). The
+summary's `bar` is issue 31's: the smaller of 1,000/s and 80% of what the executor does alone (0.8 / its median time per request
 at the fewest clients). Writes load.json into --output, and every sample (each request's wall, engine and
 executor ms) into samples.json; per level also the latency of each request sent (`latency_by_request`, by its
 index in `requests`).
@@ -22,6 +23,7 @@ would, at least LAYA_PACE_MS long: how the host path keeps up with a GPU's pass 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -66,9 +68,15 @@ def answers_alone(frontend: str, requests: list[dict] = REQUESTS) -> list[bytes]
 
 
 def run_level(
-    frontend: str, n_clients: int, seconds: float, expected: list[bytes], requests: list[dict] = REQUESTS
+    frontend: str,
+    n_clients: int,
+    seconds: float,
+    expected: list[bytes],
+    requests: list[dict] = REQUESTS,
+    processes: dict[str, list[int]] | None = None,
 ) -> dict:
-    """`n_clients` closed-loop callers for `seconds`, each sending `requests` in turn; every outcome kept."""
+    """`n_clients` closed-loop callers for `seconds`, each sending `requests` in turn; every outcome kept, and the
+    cores each role of `processes` (the stack's, by role) used meanwhile."""
     outcomes: list[list[dict]] = [[] for _ in range(n_clients)]
     bodies = [json.dumps(p).encode() for p in requests]
     start = threading.Barrier(n_clients + 1)
@@ -103,12 +111,15 @@ def run_level(
     for t in threads:
         t.start()
     deadline.append(time.monotonic() + seconds)
+    processes = processes or {}
     began, cpu_began = time.monotonic(), time.process_time()
+    roles_began = {role: cpu_seconds(pids) for role, pids in processes.items()}
     start.wait()
     for t in threads:
         t.join()
     elapsed = time.monotonic() - began
     client_cpu = time.process_time() - cpu_began
+    roles_cpu = {role: cpu_seconds(pids) - roles_began[role] for role, pids in processes.items()}
     rows = [o for per_client in outcomes for o in per_client]
     ok = [o for o in rows if o.get("status") == 200]
     return {
@@ -129,13 +140,18 @@ def run_level(
         "executor_busy_share": sum(o["executor_ms"] for o in ok) / 1000 / elapsed,  # of one worker; divided below
         # cores the callers' process used: near 1, its threads' HTTP work under one GIL may be what sets the pace
         "client_cpu_cores": client_cpu / elapsed,
+        # near 1 for a worker: its one thread's host work, not the GPU, sets the pace
+        "process_cores": {role: round(cpu / elapsed, 3) for role, cpu in roles_cpu.items()},
         "job_ids": [o["job_id"] for o in ok],
         "samples": [{"ms": round(o["ms"], 3), **{k: o[k] for k in ("engine_ms", "executor_ms")}} for o in ok],
     }
 
 
-def worker_spans(redis_url: str, job_ids: list[str]) -> dict[str, list[tuple[float, float]]]:
-    """Per worker, in order, when it started each request's engine work and when it finished it (its own stamps)."""
+WORKER_STAGES = ("worker_received", "task_started", "engine_started", "launched", "engine_finished", "result_sent")
+
+
+def worker_traces(redis_url: str, job_ids: list[str]) -> list[dict[str, str | float]]:
+    """Each request's trace as its worker stamped it: its worker's name and the time of each stage it reached."""
     from redis import Redis
 
     redis = Redis.from_url(redis_url)
@@ -147,10 +163,42 @@ def worker_spans(redis_url: str, job_ids: list[str]) -> dict[str, list[tuple[flo
         got = pipe.execute()
         return got if all(b"result_sent" in t for t in got) else None
 
+    return [
+        {"worker": t[b"worker"].decode(), **{s: float(t[s.encode()]) for s in WORKER_STAGES if s.encode() in t}}
+        for t in wait_until(traces, 30, "every task's trace")
+    ]
+
+
+def worker_spans(redis_url: str, job_ids: list[str]) -> dict[str, list[tuple[float, float]]]:
+    """Per worker, in order, when it started each request's engine work and when it finished it (its own stamps)."""
+    return spans_of(worker_traces(redis_url, job_ids))
+
+
+def spans_of(traces: list[dict]) -> dict[str, list[tuple[float, float]]]:
     spans: dict[str, list[tuple[float, float]]] = {}
-    for t in wait_until(traces, 30, "every task's trace"):
-        spans.setdefault(t[b"worker"].decode(), []).append((float(t[b"engine_started"]), float(t[b"engine_finished"])))
+    for t in traces:
+        spans.setdefault(t["worker"], []).append((t["engine_started"], t["engine_finished"]))
     return {worker: sorted(s) for worker, s in spans.items()}
+
+
+def worker_timeline(traces: list[dict]) -> dict[str, dict[str, float]]:
+    """Per worker, where its time went: every stage its requests reached, in the order it stamped them, and the
+    time from each stamp to the next (whichever request that was) summed per pair of stages, in ms per request.
+    Under a steady load the pairs add up to the worker's whole time: e.g. "launched > engine_finished" is the wait
+    for the older pass and its decoding; "result_sent" is stamped as the answer is queued, so "result_sent >
+    worker_received" is the round trip that stores it and takes the next message."""
+    per_worker: dict[str, list[tuple[float, str]]] = {}
+    for t in traces:
+        per_worker.setdefault(t["worker"], []).extend((t[s], s) for s in WORKER_STAGES if s in t)
+    timeline = {}
+    for worker, stamps in per_worker.items():
+        stamps.sort()
+        spent: dict[str, float] = {}
+        for (t0, a), (t1, b) in itertools.pairwise(stamps):
+            spent[f"{a} > {b}"] = spent.get(f"{a} > {b}", 0.0) + (t1 - t0)
+        n = sum(s == "result_sent" for _, s in stamps)
+        timeline[worker] = {pair: round(seconds * 1000 / n, 4) for pair, seconds in sorted(spent.items())}
+    return timeline
 
 
 def most_at_once(spans: dict[str, list[tuple[float, float]]]) -> dict[str, int]:
@@ -164,6 +212,42 @@ def most_at_once(spans: dict[str, list[tuple[float, float]]]) -> dict[str, int]:
             peak = max(peak, held)
         most[worker] = peak
     return most
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process under it (gunicorn's API processes under its arbiter), from /proc."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended while being read
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo.extend(parents.get(found[-1], []))
+    return found
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system time the processes used so far."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (the 14th and 15th fields, in clock ticks)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def stack_processes(stack: Stack) -> dict[str, list[int]]:
+    """The stack's processes by role: the API's arbiter and its processes, each worker, Redis."""
+    roles = {"api": descendants(stack.api.pid), "redis": [stack.redis_process.pid]}
+    for k, worker in enumerate(stack.workers):
+        roles[f"worker {k + 1}"] = descendants(worker.pid)
+    return roles
 
 
 def outcome(level: dict) -> str:
@@ -220,8 +304,10 @@ def main(
             wait_until(lambda n=n_workers: len(stack.ready_workers()) >= n, 600, f"{n_workers} ready workers")
             holds = {w["node"]: w["info"]["limits"].get("passes_in_flight", 1) for w in stack.ready_workers()}
             for n in clients:
-                level = run_level(stack.frontend, n, seconds, expected, requests)
-                level["most_at_once"] = most_at_once(worker_spans(stack.redis_url, level.pop("job_ids")))
+                level = run_level(stack.frontend, n, seconds, expected, requests, stack_processes(stack))
+                traces = worker_traces(stack.redis_url, level.pop("job_ids"))
+                level["most_at_once"] = most_at_once(spans_of(traces))
+                level["worker_ms_per_request"] = worker_timeline(traces)
                 level["passes_in_flight"] = holds
                 level["workers"] = n_workers
                 level["executor_busy_share"] /= n_workers
@@ -232,6 +318,7 @@ def main(
                     f"load: {n_workers} worker(s), {n:3} clients: {level['answered']} answered, "
                     f"{level['throughput_rps']:.1f}/s, executor busy {level['executor_busy_share']:.0%}, "
                     f"client process {level['client_cpu_cores']:.2f} cores, "
+                    f"{', '.join(f'{role} {c:.2f}' for role, c in level['process_cores'].items())} cores, "
                     f"{outcome(level)}"
                 )
         report["bar"] = bar(report["runs"])
