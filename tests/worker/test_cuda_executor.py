@@ -326,6 +326,26 @@ def test_two_passes_in_flight_keep_their_own_outputs_and_a_third_must_wait(tiny_
     assert got_first.logits.shape != got_second.logits.shape
 
 
+def test_passes_of_one_shape_in_flight_at_once_keep_their_own_inputs_and_outputs(tiny_checkpoint):
+    engine = emulated_engine(tiny_checkpoint)
+    executor = engine.executor
+    a, b = (
+        Batch.from_rows(engine.prepare(payload).rows, engine.tokenizer.pad_id, executor.admits)
+        for payload in (
+            {"state": "please refund me", "questions": {"c": CHOICE}},
+            {"state": "where is my parcel", "questions": {"c": CHOICE}},
+        )
+    )
+    assert a.ids.shape == b.ids.shape and a.marker_pos.shape == b.marker_pos.shape  # one shape's views, bound once
+    alone = [executor.forward(batch) for batch in (a, b)]
+    for batches in ((a, b), (b, a), (a, b)):  # each through both slots
+        got = [pending.result() for pending in [executor.launch(batch) for batch in batches]]
+        for batch, out in zip(batches, got, strict=True):
+            want = alone[0 if batch is a else 1]
+            assert np.array_equal(out.logits, want.logits) and np.array_equal(out.act_probs, want.act_probs)
+    assert not np.array_equal(alone[0].logits, alone[1].logits)
+
+
 def test_windows_answer_in_order_and_the_next_window_is_prepared_while_passes_run(tiny_checkpoint, monkeypatch):
     engine = emulated_engine(tiny_checkpoint)
     states = [" ".join(["refund"] * n) for n in (30, 5, 200, 12, 80, 60, 150, 3, 250, 90, 40, 7)]

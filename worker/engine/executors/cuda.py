@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -36,6 +37,7 @@ log = logging.getLogger("laya.executor")
 MAX_ROWS = LIMITS["max_questions"]  # rows per forward pass: a request's rows (one per question) fit one
 TOKEN_STEP = 16  # rows are padded to a multiple of this many tokens: max_len / 16 buckets per row count
 MIB = 1 << 20
+MAX_BOUND = 4096  # input and output layouts kept per rows x tokens x markers; past it the table starts over
 
 
 class BundleRefused(ValueError):
@@ -75,9 +77,23 @@ class _Slot:
     def __init__(self, n_inputs: int, n_outputs: int, device: torch.device) -> None:
         cuda = device.type == "cuda"
         self.staging = torch.zeros(n_inputs, dtype=torch.int32, pin_memory=cuda)
+        self.host = self.staging.numpy()
         self.landing = torch.zeros(n_outputs, dtype=torch.float32, pin_memory=cuda)
         self.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if cuda else None
         self.in_flight = False
+
+
+class _Bound(NamedTuple):
+    """What a pass of R rows of L tokens with K option markers copies and reads, fixed by that shape: each input
+    part's place in the staging buffer, the input copy's source (per slot) and destination, the readout's
+    arguments and the outputs' landing (per slot). Made once per shape: a launch's views cost microseconds
+    each on the host, and the host's launching is what a short request waits for."""
+
+    layout: list[tuple[int, int]]
+    staged: list[Tensor]
+    inputs: Tensor
+    readout_args: tuple[Tensor, ...]
+    landings: list[Tensor]
 
 
 class PendingPass:
@@ -157,6 +173,7 @@ class CudaExecutor(Executor):
         n_outputs = MAX_ROWS * (cfg.max_len + cfg.n_act)  # logits at every marker, then the act head's softmax
         self._slots = [_Slot(n_inputs, n_outputs, self.device) for _ in range(PASSES_IN_FLIGHT)]
         self._next_slot = 0
+        self._bound: dict[tuple[int, int, int], _Bound] = {}
         self.chain = Chain(
             cfg,
             kernels,
@@ -204,33 +221,47 @@ class CudaExecutor(Executor):
     def _launch(self, batch: Batch) -> PendingPass:
         R, L = batch.ids.shape
         K = batch.marker_pos.shape[1]
-        M = R * L
         if R > MAX_ROWS or self.admits.width(L) != L:
             raise ValueError(f"batch of {R}x{L} is outside the admitted buckets ({self.admits})")
-        slot = self._slots[self._next_slot]
-        self._next_slot = (self._next_slot + 1) % PASSES_IN_FLIGHT
+        index = self._next_slot
+        slot = self._slots[index]
+        self._next_slot = (index + 1) % PASSES_IN_FLIGHT
         parts = (batch.ids, batch.lengths, batch.qtype, *host_inputs(batch))
-        layout = np.cumsum([0] + [part.size for part in parts])
-        host = slot.staging.numpy()
-        for part, start, end in zip(parts, layout[:-1], layout[1:], strict=True):
-            host[start:end] = part.ravel().view(np.int32)
-        n = int(layout[-1])
-        self.inputs[:n].copy_(slot.staging[:n], non_blocking=True)
+        bound = self._bound.get((R, L, K)) or self._bind(R, L, K, [part.size for part in parts])
+        for part, (start, end) in zip(parts, bound.layout, strict=True):
+            slot.host[start:end] = part.ravel().view(np.int32)
+        bound.inputs.copy_(bound.staged[index], non_blocking=True)
         if slot.events:
             slot.events[0].record()
         self._run(R, L)
-        h = self.ws.view("X", M).view(R, L, -1)  # the decision head's output stream, fp32
-        staged = [
-            self.inputs[start:end] if dtype == np.int32 else self.inputs[start:end].view(torch.float32)
-            for dtype, start, end in zip(INPUT_DTYPES, layout[3:-1], layout[4:], strict=True)
-        ]
-        out = self.readout(h, *staged)
-        landing = slot.landing[: R * (K + self.cfg.n_act)].view(R, K + self.cfg.n_act)
+        out = self.readout(*bound.readout_args)
+        landing = bound.landings[index]
         landing.copy_(out, non_blocking=True)
         if slot.events:
             slot.events[1].record()  # after the readback: executor time runs from the input copy to the answers
         slot.in_flight = True
         return PendingPass(self, slot, landing, K)
+
+    def _bind(self, R: int, L: int, K: int, sizes: list[int]) -> _Bound:
+        """The views of a pass of this shape, whose input parts have these sizes (R, L and K fix them)."""
+        ends = np.cumsum(sizes).tolist()
+        layout = list(zip([0, *ends[:-1]], ends, strict=True))
+        h = self.ws.view("X", R * L).view(R, L, -1)  # the decision head's output stream, fp32
+        readout_inputs = [
+            self.inputs[start:end] if dtype == np.int32 else self.inputs[start:end].view(torch.float32)
+            for dtype, (start, end) in zip(INPUT_DTYPES, layout[3:], strict=True)
+        ]
+        n, columns = ends[-1], K + self.cfg.n_act
+        if len(self._bound) >= MAX_BOUND:
+            self._bound.clear()
+        bound = self._bound[(R, L, K)] = _Bound(
+            layout=layout,
+            staged=[slot.staging[:n] for slot in self._slots],
+            inputs=self.inputs[:n],
+            readout_args=(h, *readout_inputs),
+            landings=[slot.landing[: R * columns].view(R, columns) for slot in self._slots],
+        )
+        return bound
 
     def _collect(self, slot: _Slot, landing: Tensor, K: int) -> Outputs:
         gpu_ms = None
