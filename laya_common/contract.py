@@ -293,14 +293,15 @@ TRACE_TTL_S = 600
 def write_trace(redis, job_id: str, stamps: dict[str, float]) -> None:
     """Add `stamps` to the request's trace in Redis (kept TRACE_TTL_S)."""
     pipe = redis.pipeline()
-    queue_trace(pipe, job_id, stamps)
+    for command in trace_commands(job_id, stamps):
+        pipe.execute_command(*command)
     pipe.execute()
 
 
-def queue_trace(pipe, job_id: str, stamps: dict[str, float]) -> None:
-    """`write_trace`'s commands, added to a pipeline that another write sends."""
-    pipe.hset(trace_key(job_id), mapping=stamps)
-    pipe.expire(trace_key(job_id), TRACE_TTL_S)
+def trace_commands(job_id: str, stamps: dict[str, float]) -> list[tuple]:
+    """`write_trace`'s commands, as Redis reads them."""
+    key = trace_key(job_id)
+    return [("HSET", key, *(x for pair in stamps.items() for x in pair)), ("EXPIRE", key, TRACE_TTL_S)]
 
 
 def executor_metrics_key(model: str) -> str:

@@ -15,7 +15,8 @@
 # readme       recipe/gpu_readme_steps.sh: the README's "Run on a GPU" steps after the installs
 # round-trips  recipe.broker_round_trips: kombu's stock QoS.append and QoS.ack on this host's Redis
 # load         recipe.load with the cuda executor: 1, 8 and 32 sync clients on one worker, the executor's busy
-#              share and issue 31's bar (API processes: LAYA_API_PROCESSES, default 4 in every step, as the README)
+#              share and issue 31's bar (API processes: LAYA_API_PROCESSES, default 4 in every step, as the README);
+#              each one into load-N, so that "load load load" keeps three
 # load-torch-readout  the same with LAYA_TORCH_READOUT=1: what the readout kernels bought under load
 # readout-ab   recipe.benchmark (ours alone) with the readout kernels and with --torch-readout, alternating, twice
 # split-ab     recipe.benchmark (ours alone) with --split-k (split-K GEMMs at small M) and --no-split-k, alternating,
@@ -69,8 +70,9 @@ for s in $steps; do
                  step round-trips 60 python3 -m recipe.broker_round_trips --redis-url redis://127.0.0.1:6390/0 \
                    --output "$work/round-trips"
                  kill $! ;;
-    load) LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized step load 300 python3 -m recipe.load --checkpoint "$ckpt" \
-            --output "$work/load" --inputs 1x77 --clients 1,8,32 --seconds 10 --workers 1 ;;
+    load) n=1; while [ -e "$work/load-$n" ]; do n=$((n + 1)); done  # "load load load": three calls, each kept
+          LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized step "load-$n" 300 python3 -m recipe.load --checkpoint "$ckpt" \
+            --output "$work/load-$n" --inputs 1x77 --clients 1,8,32 --seconds 10 --workers 1 ;;
     load-torch-readout) LAYA_EXECUTOR=cuda LAYA_CUDA_BUNDLE=$optimized LAYA_TORCH_READOUT=1 step load-torch-readout 300 \
                           python3 -m recipe.load --checkpoint "$ckpt" --output "$work/load-torch-readout" --inputs 1x77 \
                           --clients 1,8,32 --seconds 10 --workers 1 ;;

@@ -15,7 +15,7 @@ store has returned, so this series is the overhead with no tracing at all.
 
 Under concurrent clients a request also waits for the worker to finish the others (concurrency 1). Two
 figures take that wait out: "beyond queueing" subtracts the part of it during which the worker ran
-other tasks (taking the message to sending the answer); "beyond the worker's occupancy" also counts as
+other tasks (starting a task to sending its answer); "beyond the worker's occupancy" also counts as
 the worker's own run time what it spends between two tasks when the next message is waiting already
 (acknowledging, taking the next message, Celery's dispatch), per task and in series like the tasks.
 
@@ -150,13 +150,14 @@ def stage_gaps(row: dict) -> dict[str, float]:
 
 
 def worker_span(row: dict) -> tuple[float, float]:
-    """The worker's own record of one task: from taking the message to sending the result."""
-    return row["stamps"]["worker_received"], row["stamps"]["result_sent"]
+    """The worker's own record of one task: from starting it to sending the result (not from taking its message,
+    which a worker does one task ahead: worker.service.back_to_back)."""
+    return row["stamps"]["task_started"], row["stamps"]["result_sent"]
 
 
 def queueing_ms(row: dict, spans: list[tuple[float, float]]) -> float:
-    """ms of this sample's wait (enqueued -> taken by the worker) during which the worker ran other tasks."""
-    wait_from, wait_to = row["stamps"]["api_enqueued"], row["stamps"]["worker_received"]
+    """ms of this sample's wait (enqueued -> started by the worker) during which the worker ran other tasks."""
+    wait_from, wait_to = row["stamps"]["api_enqueued"], worker_span(row)[0]
     busy = sum(max(0.0, min(end, wait_to) - max(start, wait_from)) for start, end in spans)
     return busy * 1000
 
@@ -170,11 +171,11 @@ def occupancy_spans(rows: list[dict]) -> list[tuple[float, float]]:
     for r in rows:
         by_worker.setdefault(r["worker"], []).append(r)
     for tasks in by_worker.values():
-        tasks.sort(key=lambda r: r["stamps"]["worker_received"])
+        tasks.sort(key=lambda r: worker_span(r)[0])
         for task, after in zip(tasks, [*tasks[1:], None], strict=True):
             start, end = worker_span(task)
             if after is not None and after["stamps"]["api_enqueued"] < end:
-                end = after["stamps"]["worker_received"]
+                end = worker_span(after)[0]
             spans.append((start, end))
     return spans
 
@@ -208,7 +209,7 @@ def summarize(rows: list[dict], traced: bool, concurrent: bool) -> dict:
         held = occupancy_spans(rows)
         summary["beyond_occupancy"] = celery_floor.percentiles(
             [
-                o - queueing_ms(r, [h for h in held if h[0] != r["stamps"]["worker_received"]])
+                o - queueing_ms(r, [h for h in held if h[0] != worker_span(r)[0]])
                 for o, r in zip(overhead, rows, strict=True)
             ]
         )

@@ -9,10 +9,10 @@ on the GPU for the cuda executor, summed over the level's wall time and its work
 own process used (`client_cpu_cores`: its threads share one GIL, so near 1 the clients may set the pace), the
 cores each of the stack's processes used (`process_cores`: the API's, Redis, each worker: near 1 a worker's host
 work sets the pace), and where each worker's time went between its own stamps (`worker_ms_per_request`). The
-summary's `bar` is issue 31's: the smaller of 1,000/s and 80% of what the executor does alone (0.8 / its median time per request
-at the fewest clients). Writes load.json into --output, and every sample (each request's wall, engine and
-executor ms) into samples.json; per level also the latency of each request sent (`latency_by_request`, by its
-index in `requests`).
+summary's `bar` is issue 31's: the smaller of 1,000/s and 80% of what the executor does alone (0.8 / its median
+time per request at the fewest clients). Writes load.json into --output, and every sample (each request's wall,
+engine and executor ms) into samples.json; per level also the latency of each request sent (`latency_by_request`,
+by its index in `requests`).
 
     python recipe/load.py --checkpoint DIR --output /tmp/load-1 [--clients 1,8,32,128] [--seconds 10] [--inputs 1x77]
 

@@ -1,5 +1,6 @@
 """Sync requests answered back to back (worker/service/back_to_back.py): while one request's pass runs, the next
-request is taken, prepared and launched; each answer is still the one its request gets alone.
+request is taken, prepared and launched, and one more is taken ahead; each answer is still the one its request gets
+alone.
 
 The worker runs recipe/paced_executor.py: the reference executor's passes on a thread of their own, each at least
 PACE_MS long, as a GPU runs them beside the host, two in flight as the cuda executor holds them.
@@ -66,6 +67,14 @@ def test_concurrent_requests_overlap_their_host_work_with_the_pass_before_and_ge
     assert overlapping >= len(spans) // 2, f"only {overlapping} of {len(spans)} requests started during a pass"
     for (_, end), (start, _) in zip(spans, spans[DEPTH:], strict=False):
         assert start >= end, "more passes in flight than the executor holds"
+    # and one more taken ahead: a request was taken before the answer DEPTH requests earlier was sent (not in
+    # that answer's round trip), so its pass launches while Redis answers that round trip
+    begun = sorted(traces, key=lambda t: float(t[b"engine_started"]))
+    early = sum(
+        float(t[b"worker_received"]) < float(before[b"result_sent"])
+        for before, t in zip(begun, begun[DEPTH:], strict=False)
+    )
+    assert early >= len(begun) // 2, f"only {early} of {len(begun)} requests were taken ahead"
 
 
 def test_a_job_queued_behind_sync_requests_is_answered_in_the_same_run(paced):

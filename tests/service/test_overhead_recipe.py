@@ -43,8 +43,8 @@ def test_overhead_recipe_stamps_every_stage_in_order(stack, tmp_path):
 
 
 def test_a_task_holds_its_worker_until_the_next_only_when_that_one_was_waiting():
-    def task(enqueued: float, received: float, sent: float) -> dict:
-        return {"worker": "w", "stamps": {"api_enqueued": enqueued, "worker_received": received, "result_sent": sent}}
+    def task(enqueued: float, started: float, sent: float) -> dict:
+        return {"worker": "w", "stamps": {"api_enqueued": enqueued, "task_started": started, "result_sent": sent}}
 
     first, waiting, late = task(0.0, 1.0, 3.0), task(2.0, 4.0, 6.0), task(7.0, 8.0, 9.0)
     spans = http_overhead.occupancy_spans([late, first, waiting])  # in any order

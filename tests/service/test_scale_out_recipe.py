@@ -19,7 +19,8 @@ def test_scale_out_short_form(checkpoint, tmp_path):
     served = report["levels"][-1]["served"]
     assert sorted(s["device"] for s in served) == [0, 1] and all(s["requests"] > 0 for s in served)
     kill = report["kill"]
-    assert len(kill["unacknowledged_at_kill"]) == 2  # the survivor's task and the one the killed worker held
+    # each worker holds its pass's message and one taken ahead: more than the survivor's two are the killed one's
+    assert 2 < len(kill["unacknowledged_at_kill"]) <= 4
     jobs = kill["jobs"]
     assert jobs["accepted"] > 0 and jobs["answered"] == jobs["accepted"] and jobs["lost"] == 0
     assert jobs["wrong"] == 0 and jobs["stored_twice"] == 0

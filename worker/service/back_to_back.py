@@ -5,17 +5,20 @@ a sync request or a job does not end with its own answer. While its pass runs (t
 asynchronously), the task takes the next waiting sync request or job itself, with laya_common.broker.transport's
 TAKE: sync requests first, each class first in first out, each message recorded as unacknowledged just as the
 consumer records it. It prepares that request and launches its pass behind the running one, up to the passes
-the executor holds (`passes_in_flight`). Only then does it read the older pass, and it answers and acknowledges
-that request while the newer pass runs, taking the next message in the same round trip as the answer. It returns
-once nothing waits and every pass it launched is answered.
+the executor holds (`passes_in_flight`), and takes one more message ahead. Then it reads the oldest pass, and
+sends that request's answer and the take of the next message in one round trip; while Redis answers, it launches
+the message taken ahead behind the newer pass (worker.service.round_trip), and only then reads the reply. It
+returns once nothing waits and every pass it launched is answered.
 
 Each request still runs alone in its own pass, so its answer is the one it gets alone. Once a shutdown begins (or
-the executor fails) it takes nothing more and returns when what it holds is answered. A batch lets waiting
-requests pass the same way, between two of its windows (worker.service.let_pass).
+the executor fails) it takes nothing more and returns when what it holds is answered; a message it took ahead and
+could not begin (an error ended its loop) goes back to the head of its queue. A batch lets waiting requests pass
+the same way, between two of its windows (worker.service.let_pass).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -40,28 +43,42 @@ def answer_back_to_back(runtime, first: Message | None = None) -> None:
     """Answer `first` (if given, else what waits), then every sync request and job waiting, until none waits.
 
     `runtime` is the worker's (worker.service.lifecycle.Runtime): `begin` launches a request's pass (or answers it
-    at once), `end` reads the pass and stores the answer, taking the next message in the same round trip."""
+    at once), `end` reads the pass and sends the answer, taking the next message in the same round trip."""
     depth = max(1, runtime.engine.executor.passes_in_flight)
     in_flight: deque = deque()
-    message = first if first is not None or not runtime.taking else take(runtime)
+    ahead = first if first is not None or not runtime.taking else take(runtime)  # taken, not begun yet
     try:
         while True:
-            if message is not None:
-                if "states" in message.payload:  # POST /v1/systemone/batch: its passes need the whole executor
+            if ahead is not None and len(in_flight) < depth:
+                if "states" in ahead.payload:  # POST /v1/systemone/batch: its passes need the whole executor
                     while in_flight:
                         runtime.end(in_flight.popleft())
-                if (task := runtime.begin(message)) is not None:
+                if (task := runtime.begin(ahead)) is not None:
                     in_flight.append(task)
-                # with room for another pass, the next message is taken while the passes in flight run
-                message = take(runtime) if len(in_flight) < depth and runtime.taking else None
+                # taken while the passes in flight run, and begun once one of them is answered
+                ahead = take(runtime) if runtime.taking else None
                 continue
             if not in_flight:
                 return
-            # the oldest pass answered and the next message taken in one round trip, while the newer pass runs
-            message = read(runtime, runtime.end(in_flight.popleft(), take_next=runtime.taking))
+            # the oldest pass answered and the next message taken in one round trip; while Redis answers, the
+            # message taken before is begun behind the newer pass
+            overlap = ahead is not None and "states" not in ahead.payload
+            stored = runtime.end(in_flight.popleft(), take_next=runtime.taking and (ahead is None or overlap))
+            try:
+                if overlap:
+                    begun, ahead = ahead, None
+                    if (task := runtime.begin(begun)) is not None:
+                        in_flight.append(task)
+            finally:
+                taken = stored.taken()  # read even when the launch failed: the connection is free again
+            if ahead is None:
+                ahead = read(runtime, taken)
     finally:
         while in_flight:  # an error ended the loop: the executor is freed, each message waits for redelivery
             runtime.abandon(in_flight.popleft())
+        if ahead is not None:  # taken and not begun: back at the head of its queue now, where Redis allows
+            with contextlib.suppress(Exception):
+                runtime.put_back(ahead.delivery)
 
 
 def take(runtime) -> Message | None:

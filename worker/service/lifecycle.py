@@ -30,7 +30,9 @@ import signal
 import time
 from collections.abc import Iterator
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from laya_common import contract
 from laya_common.broker import queues, transport
@@ -42,6 +44,7 @@ from worker.service.batch_input import BatchInput
 from worker.service.heartbeat import Heartbeat, executor_bucket, record_executor_seconds
 from worker.service.let_pass import LetPass
 from worker.service.redelivery import Redeliverer
+from worker.service.round_trip import RoundTrip
 from worker.service.settings import WorkerSettings
 
 log = logging.getLogger("laya.worker")
@@ -212,15 +215,15 @@ class Runtime:
             self._conclude_with(running, response)
         return None
 
-    def end(self, running: Running, *, take_next: bool = False) -> tuple[str, bytes] | None:
-        """Read the pass `begin` launched and store the request's answer; with `take_next`, take the next waiting
-        sync request or job in the same round trip (as `take_interactive`)."""
+    def end(self, running: Running, *, take_next: bool = False) -> Stored:
+        """Read the pass `begin` launched and send the request's answer; with `take_next`, take the next waiting
+        sync request or job in the same round trip (as `take_interactive`), whose reply `Stored.taken()` reads."""
         try:
             answered = self.engine.finish(running.started)
         except Exception as e:
             if self.failed:  # launched behind a pass that failed the executor: another worker answers it
                 self._requeue(running)
-                return None
+                return Stored()
             return self._conclude(running, self._failure(e), take_next=take_next)
         return self._conclude_with(running, answered.response, answered.executor_ms, take_next=take_next)
 
@@ -232,10 +235,14 @@ class Runtime:
         self.heartbeat.tasks.pop(running.message.delivery.id, None)
 
     def _requeue(self, running: Running) -> None:
-        """Put a request this failed worker cannot answer back at the head of its queue (kombu's restore), and ring
-        the doorbell, so that a warm worker takes it now."""
+        """Put a request this failed worker cannot answer back on its queue for a warm worker (`put_back`)."""
         delivery = running.message.delivery
         self.heartbeat.tasks.pop(delivery.id, None)
+        self.put_back(delivery)
+
+    def put_back(self, delivery: Delivery) -> None:
+        """Put a message taken and not answered back at the head of its queue (kombu's restore), and ring the
+        doorbell, so that a warm worker takes it now."""
         if delivery.tag is None:
             return
         self.records.restore(delivery.tag)
@@ -245,7 +252,7 @@ class Runtime:
 
     def _conclude_with(
         self, running: Running, response: dict, executor_ms: float | None = None, *, take_next: bool = False
-    ) -> tuple[str, bytes] | None:
+    ) -> Stored:
         seconds = time.perf_counter() - running.t0
         timings = _timings(running.started_at, seconds, executor_ms)
         envelope = contract.ok_envelope(response, timings)
@@ -253,13 +260,18 @@ class Runtime:
 
     def _conclude(
         self, running: Running, envelope: dict, *, executor_seconds: float | None = None, take_next: bool = False
-    ) -> tuple[str, bytes] | None:
+    ) -> Stored:
         delivery, _, trace = running.message
         tracing.stamp(trace, "engine_finished")
         take_next = take_next and self.taking  # not once this answer's own failure stopped the worker
-        taken = self._store(delivery, envelope, executor_seconds=executor_seconds, trace=trace, take_next=take_next)
+        commands = self._store_commands(delivery, envelope, executor_seconds=executor_seconds, trace=trace)
+        if take_next:
+            stored = Stored(self, delivery, commands, RoundTrip(self.redis, [*commands, self._take_command()]))
+        else:
+            self._write_when_room(commands, delivery)
+            stored = Stored()
         self._release(running)
-        return taken
+        return stored
 
     def _release(self, running: Running) -> None:
         delivery = running.message.delivery
@@ -334,12 +346,12 @@ class Runtime:
         """The next waiting sync request or job of this worker's model ((queue, message as queued), recorded as
         unacknowledged), or None."""
         pipe = self.redis.pipeline(transaction=False)
-        self._queue_take(pipe)
+        pipe.execute_command(*self._take_command())
         return _taken(pipe.execute(raise_on_error=False)[0])
 
-    def _queue_take(self, pipe) -> None:
+    def _take_command(self) -> tuple:
         keys = transport.take_keys(self.settings.model)
-        pipe.eval(transport.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
+        return ("EVAL", transport.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
 
     def interactive_waiting(self) -> bool:
         pipe = self.redis.pipeline(transaction=False)
@@ -369,7 +381,12 @@ class Runtime:
         transport.settle(pipe, delivery.tag)
         pipe.execute()
 
-    def _store(
+    def _store(self, delivery: Delivery, envelope: dict, *, drop: str | None = None) -> None:
+        """Write a task's envelope and its metrics, and acknowledge its message, in one round trip (and delete the
+        key `drop`: a finished batch's input)."""
+        self._write_when_room(self._store_commands(delivery, envelope, drop=drop), delivery)
+
+    def _store_commands(
         self,
         delivery: Delivery,
         envelope: dict,
@@ -377,17 +394,14 @@ class Runtime:
         executor_seconds: float | None = None,
         trace: dict[str, float] | None = None,
         drop: str | None = None,
-        take_next: bool = False,
-    ) -> tuple[str, bytes] | None:
-        """Write a task's envelope, its metrics and its trace, and acknowledge its message, in one round trip (and
-        delete the key `drop`: a finished batch's input). With `take_next`, the next waiting sync request or job is
-        taken in the same round trip, after the answer (the waiting API wakes first), and returned as
-        `take_interactive` returns it."""
+    ) -> list[tuple]:
+        """The commands that write a task's envelope, its metrics and its trace, and acknowledge its message (and
+        delete the key `drop`)."""
         job_id, ttl_s = delivery.id, self.settings.result_ttl_s
         bucket = executor_bucket(executor_seconds) if executor_seconds is not None else None
-
-        def fill(pipe) -> None:
-            pipe.eval(
+        commands = [
+            (
+                "EVAL",
                 STORE_ANSWER,
                 5,
                 contract.result_key(job_id),
@@ -400,36 +414,24 @@ class Runtime:
                 "" if executor_seconds is None else repr(executor_seconds),
                 delivery.tag or "",
             )
-            tracing.stamp(trace, "result_sent")  # the waiting API may wake before this call returns
-            if trace is not None:
-                contract.queue_trace(pipe, job_id, {**trace, "worker": self.heartbeat.record["node"]})
-            if drop is not None:
-                pipe.delete(drop)
+        ]
+        tracing.stamp(trace, "result_sent")  # the waiting API may wake before the round trip's reply is read
+        if trace is not None:
+            commands += contract.trace_commands(job_id, {**trace, "worker": self.heartbeat.record["node"]})
+        if drop is not None:
+            commands.append(("DEL", drop))
+        return commands
 
-        if not take_next:
-            self._write_when_room(fill, delivery)
-            return None
-        pipe = self.redis.pipeline(transaction=False)
-        fill(pipe)
-        self._queue_take(pipe)
-        *stored, taken = pipe.execute(raise_on_error=False)
-        if any(isinstance(result, OutOfMemoryError) for result in stored):
-            self._write_when_room(fill, delivery)  # the answer waits for room; what TAKE took (if it ran) stays taken
-        else:
-            for result in stored:
-                if isinstance(result, Exception):
-                    raise result
-        return _taken(taken)
-
-    def _write_when_room(self, fill, delivery: Delivery) -> None:
-        """Send the pipeline `fill` fills in; while Redis refuses it for being past its maxmemory, send it again
+    def _write_when_room(self, commands: list[tuple], delivery: Delivery) -> None:
+        """Send `commands` in a pipeline; while Redis refuses it for being past its maxmemory, send it again
         (admission keeps room for the answers of accepted work, but another tenant of the Redis may take it), for
         STORE_PATIENCE_S. Then the worker exits without acknowledging the message: a worker that takes it up once
         there is room answers it, and nothing accepted is lost."""
         deadline, delay = time.monotonic() + STORE_PATIENCE_S, 0.05
         while True:
             pipe = self.redis.pipeline(transaction=False)
-            fill(pipe)
+            for command in commands:
+                pipe.execute_command(*command)
             try:
                 pipe.execute()
                 return
@@ -482,6 +484,40 @@ class Runtime:
             self.heartbeat.fail(detail)
             os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown: the task in hand is stored and acknowledged
         return contract.error_envelope("executor_failure", detail)
+
+
+class Stored:
+    """A request's answer sent to Redis (`Runtime.end`), with the take of the next waiting message behind it when
+    one was asked for. The caller launches another pass while Redis answers, then reads the replies: `taken()`."""
+
+    def __init__(
+        self,
+        runtime: Runtime | None = None,
+        delivery: Delivery | None = None,
+        commands: list[tuple] = (),
+        round_trip: RoundTrip | None = None,
+    ) -> None:
+        self._runtime, self._delivery, self._commands, self._round_trip = runtime, delivery, commands, round_trip
+
+    def taken(self) -> tuple[str, bytes] | None:
+        """The message the round trip took ((queue, message as queued), recorded as unacknowledged), or None."""
+        if self._round_trip is None:
+            return None
+        try:
+            *stored, taken = self._round_trip.replies()
+        except (RedisConnectionError, RedisTimeoutError):
+            # the answer may not be stored: sent again, as redis-py's retries send a pipeline again; what TAKE
+            # took (if it ran) stays taken until the redelivery of a held message no worker names
+            self._runtime._write_when_room(self._commands, self._delivery)
+            return None
+        if any(isinstance(result, OutOfMemoryError) for result in stored):
+            # the answer waits for room; what TAKE took (if it ran) stays taken
+            self._runtime._write_when_room(self._commands, self._delivery)
+        else:
+            for result in stored:
+                if isinstance(result, Exception):
+                    raise result
+        return _taken(taken)
 
 
 def _taken(result) -> tuple[str, bytes] | None:
