@@ -308,12 +308,8 @@ def test_batch_scoring_packs_rows_of_similar_length_and_answers_in_input_order(t
 def test_two_passes_in_flight_keep_their_own_outputs_and_a_third_must_wait(tiny_checkpoint):
     engine = emulated_engine(tiny_checkpoint)
     executor = engine.executor
-    short, long = (
-        Batch.from_rows(engine.prepare(payload).rows, engine.tokenizer.pad_id, executor.admits)
-        for payload in (
-            {"state": "refund", "questions": {"q": NOUL}},
-            {"state": "late " * 300, "questions": {"c": CHOICE}},
-        )
+    short, long = batches_of(
+        engine, {"state": "refund", "questions": {"q": NOUL}}, {"state": "late " * 300, "questions": {"c": CHOICE}}
     )
     first, second = executor.launch(short), executor.launch(long)
     with pytest.raises(RuntimeError, match="in flight"):
@@ -329,12 +325,10 @@ def test_two_passes_in_flight_keep_their_own_outputs_and_a_third_must_wait(tiny_
 def test_passes_of_one_shape_in_flight_at_once_keep_their_own_inputs_and_outputs(tiny_checkpoint):
     engine = emulated_engine(tiny_checkpoint)
     executor = engine.executor
-    a, b = (
-        Batch.from_rows(engine.prepare(payload).rows, engine.tokenizer.pad_id, executor.admits)
-        for payload in (
-            {"state": "please refund me", "questions": {"c": CHOICE}},
-            {"state": "where is my parcel", "questions": {"c": CHOICE}},
-        )
+    a, b = batches_of(
+        engine,
+        {"state": "please refund me", "questions": {"c": CHOICE}},
+        {"state": "where is my parcel", "questions": {"c": CHOICE}},
     )
     assert a.ids.shape == b.ids.shape and a.marker_pos.shape == b.marker_pos.shape  # one shape's views, bound once
     alone = [executor.forward(batch) for batch in (a, b)]
@@ -344,6 +338,11 @@ def test_passes_of_one_shape_in_flight_at_once_keep_their_own_inputs_and_outputs
             want = alone[0 if batch is a else 1]
             assert np.array_equal(out.logits, want.logits) and np.array_equal(out.act_probs, want.act_probs)
     assert not np.array_equal(alone[0].logits, alone[1].logits)
+
+
+def batches_of(engine, *payloads: dict) -> list[Batch]:
+    """Each payload's rows as one pass."""
+    return [Batch.from_rows(engine.prepare(p).rows, engine.tokenizer.pad_id, engine.executor.admits) for p in payloads]
 
 
 def test_windows_answer_in_order_and_the_next_window_is_prepared_while_passes_run(tiny_checkpoint, monkeypatch):
