@@ -175,6 +175,7 @@ def worker_spans(redis_url: str, job_ids: list[str]) -> dict[str, list[tuple[flo
 
 
 def spans_of(traces: list[dict]) -> dict[str, list[tuple[float, float]]]:
+    """`worker_spans` of traces read already."""
     spans: dict[str, list[tuple[float, float]]] = {}
     for t in traces:
         spans.setdefault(t["worker"], []).append((t["engine_started"], t["engine_finished"]))
@@ -184,9 +185,11 @@ def spans_of(traces: list[dict]) -> dict[str, list[tuple[float, float]]]:
 def worker_timeline(traces: list[dict]) -> dict[str, dict[str, float]]:
     """Per worker, where its time went: every stage its requests reached, in the order it stamped them, and the
     time from each stamp to the next (whichever request that was) summed per pair of stages, in ms per request.
-    Under a steady load the pairs add up to the worker's whole time: e.g. "launched > engine_finished" is the wait
-    for the older pass and its decoding; "result_sent" is stamped as the answer is queued, so "result_sent >
-    worker_received" is the round trip that stores it and takes the next message."""
+    Under a steady load the pairs add up to the worker's whole time. Back to back with a message taken ahead
+    (worker.service.back_to_back): "worker_received > engine_finished" is the wait for the oldest pass and its
+    decoding, "result_sent > task_started" sending its answer with the next take and beginning the message taken
+    before, "engine_started > launched" preparing and launching it, "launched > worker_received" reading the round
+    trip's reply (the message it took)."""
     per_worker: dict[str, list[tuple[float, str]]] = {}
     for t in traces:
         per_worker.setdefault(t["worker"], []).extend((t[s], s) for s in WORKER_STAGES if s in t)

@@ -162,12 +162,12 @@ def kill_one(stack: Stack, workers: Workers) -> dict:
     redis = Redis.from_url(stack.redis_url)
     expected = answers_alone(stack.frontend)  # faults.Load sends recipe/load.py's requests
     killed: list[dict] = []  # every worker killed; a kill that found it between two tasks is tried again
-    # a worker holds a message per pass in flight and one taken ahead (worker.service.back_to_back)
-    holds = {w["pid"]: w["info"]["limits"].get("passes_in_flight", 1) + 1 for w in stack.ready_workers()}
     with faults.Load(stack, expected) as load:
         for _ in range(faults.KILL_TRIES):
             victim = workers.live()[-1]
-            most = sum(holds.get(w.pid, 2) for w in workers.live() if w is not victim)  # what the survivors can hold
+            # what the survivors can hold: a message per pass in flight, one taken ahead (worker.service.back_to_back)
+            survivors = [w for w in stack.ready_workers() if w["pid"] != victim.pid]
+            most = sum(w["info"]["limits"].get("passes_in_flight", 1) + 1 for w in survivors)
             wait_until(
                 lambda m=most: len(transport.held_task_ids(redis)) > m, 60, "more tasks held than the survivors can"
             )

@@ -494,7 +494,7 @@ class Stored:
         self,
         runtime: Runtime | None = None,
         delivery: Delivery | None = None,
-        commands: list[tuple] = (),
+        commands: list[tuple] | None = None,
         round_trip: RoundTrip | None = None,
     ) -> None:
         self._runtime, self._delivery, self._commands, self._round_trip = runtime, delivery, commands, round_trip
