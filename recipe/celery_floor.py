@@ -47,48 +47,70 @@ celery = make_celery(os.environ.get("LAYA_REDIS_URL", contract.DEFAULT_REDIS_URL
 
 def measure(redis_url: str, pool: str, *, warmups: int = WARMUPS, samples: int = SAMPLES) -> dict:
     """p50/p90/p99 and every sample (ms) of send_task(...).get() against a fresh one-slot worker of `pool`."""
-    client = make_celery(redis_url)
-    with client.connection_for_write() as conn:
-        transport.purge(conn, QUEUE)
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "recipe.celery_floor",
-            "worker",
-            "--pool",
-            pool,
-            "--concurrency",
-            "1",
-            "--queues",
-            QUEUE,
-            "--hostname",
-            f"floor-{pool}.{os.getpid()}@%h",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "--loglevel",
-            "warning",
-        ],
-        env={**os.environ, "LAYA_REDIS_URL": redis_url},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        client.send_task(TASK, queue=QUEUE).get(timeout=START_TIMEOUT_S)  # the worker is up
-        for _ in range(warmups):
-            client.send_task(TASK, queue=QUEUE).get(timeout=10)
-        times = []
-        for _ in range(samples):
-            t0 = time.perf_counter()
-            client.send_task(TASK, queue=QUEUE).get(timeout=10)
-            times.append((time.perf_counter() - t0) * 1000)
-    finally:
-        worker.terminate()
-        worker.wait(30)
+    with FloorWorker(redis_url, pool, warmups=warmups) as floor:
+        times = floor.sample(samples)
     return {**percentiles(times), "samples_ms": times}
+
+
+class FloorWorker:
+    """A plain one-slot `celery worker` of `pool` on QUEUE, started and warmed up on entering, stopped on
+    leaving; `sample(n)` times n round trips through it, so that a caller can alternate them with its own."""
+
+    def __init__(self, redis_url: str, pool: str, *, warmups: int = WARMUPS) -> None:
+        self.redis_url, self.pool, self.warmups = redis_url, pool, warmups
+        self.client = make_celery(redis_url)
+        self._worker: subprocess.Popen | None = None
+
+    def __enter__(self) -> FloorWorker:
+        with self.client.connection_for_write() as conn:
+            transport.purge(conn, QUEUE)
+        self._worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "recipe.celery_floor",
+                "worker",
+                "--pool",
+                self.pool,
+                "--concurrency",
+                "1",
+                "--queues",
+                QUEUE,
+                "--hostname",
+                f"floor-{self.pool}.{os.getpid()}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel",
+                "warning",
+            ],
+            env={**os.environ, "LAYA_REDIS_URL": self.redis_url},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            self.client.send_task(TASK, queue=QUEUE).get(timeout=START_TIMEOUT_S)  # the worker is up
+            for _ in range(self.warmups):
+                self.client.send_task(TASK, queue=QUEUE).get(timeout=10)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def sample(self, n: int) -> list[float]:
+        """n round trips, one at a time, in ms."""
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            self.client.send_task(TASK, queue=QUEUE).get(timeout=10)
+            times.append((time.perf_counter() - t0) * 1000)
+        return times
+
+    def __exit__(self, *exc) -> None:
+        self._worker.terminate()
+        self._worker.wait(30)
 
 
 def percentiles(values: list[float]) -> dict[str, float]:

@@ -11,7 +11,10 @@ each stamped (time.time(), one clock on one host) by the process it runs in:
 
 The lone client then sends --samples more without asking for a trace ("1 untraced"): storing a trace
 costs the traced request nothing, but gunicorn reads the next request on the connection only once that
-store has returned, so this series is the overhead with no tracing at all.
+store has returned, so this series is the overhead with no tracing at all. It alternates, in ROUNDS rounds,
+with the bare prefork Celery round trip it is held against (issue 31: no higher at the median), so that both
+see the same state of the host: medians taken minutes apart moved by up to 0.8 ms on one H100 host. Each
+round's two medians are in the report ("lone_beside_prefork").
 
 Under concurrent clients a request also waits for the worker to finish the others (concurrency 1). Two
 figures take that wait out: "beyond queueing" subtracts the part of it during which the worker ran
@@ -19,7 +22,8 @@ other tasks (starting a task to sending its answer); "beyond the worker's occupa
 the worker's own run time what it spends between two tasks when the next message is waiting already
 (acknowledging, taking the next message, Celery's dispatch), per task and in series like the tasks.
 
-In the same run it measures the bare Celery round trip (recipe/celery_floor.py) per worker pool.
+In the same run it measures the bare Celery round trip (recipe/celery_floor.py) per worker pool (prefork's
+alternated with the lone untraced series, the others after it).
 Writes samples.json (every sample, the summaries, the floor, the command line, versions, the
 machine's load) into --output.
 
@@ -51,6 +55,8 @@ REQUEST = {
 WARMUPS, SAMPLES, PER_CLIENT = 20, 100, 20
 CLIENTS = (1, 8, 32)
 UNTRACED = "1 untraced"  # the level of the lone client's samples sent without a trace
+PAIRED_POOL = "prefork"  # the Celery floor the lone untraced overhead is held against, sampled in turn with it
+ROUNDS = 5
 TRACE_TRIES = 20
 STAGES = (
     "client_sent",
@@ -121,6 +127,38 @@ def run_clients(
     if errors:
         raise errors[0]
     return [r for rows in results for r in rows]
+
+
+def lone_beside_floor(
+    frontend: str, api_key: str, redis_url: str, samples: int, floor_samples: int, warmups: int
+) -> tuple[list[dict], dict[str, dict], list[dict]]:
+    """The lone client's untraced series; with `redis_url`, in ROUNDS rounds, each its share of `samples` then
+    the PAIRED_POOL floor's share of `floor_samples`. Returns (its rows, {PAIRED_POOL: the floor} or {}, each
+    round's two medians)."""
+    if not redis_url:
+        return run_clients(frontend, api_key, 1, samples, warmups, trace=False), {}, []
+    sampler = Sampler(frontend, api_key, trace=False)
+    for _ in range(warmups):
+        sampler.one()
+    rows, times, rounds = [], [], []
+    with celery_floor.FloorWorker(redis_url, PAIRED_POOL) as floor:
+        for r in range(ROUNDS):
+            ours = [sampler.one() | {"client": 0, "round": r} for _ in range(share(samples, r))]
+            theirs = floor.sample(share(floor_samples, r))
+            rows += ours
+            times += theirs
+            rounds.append(
+                {
+                    "overhead_p50_ms": statistics.median(o["wall_ms"] - o["engine_ms"] for o in ours),
+                    f"{PAIRED_POOL}_p50_ms": statistics.median(theirs),
+                }
+            )
+    return rows, {PAIRED_POOL: {**celery_floor.percentiles(times), "samples_ms": times}}, rounds
+
+
+def share(n: int, r: int) -> int:
+    """Round r's part of n samples split over ROUNDS rounds (the first rounds take the remainder)."""
+    return n // ROUNDS + (r < n % ROUNDS)
 
 
 def add_worker_stamps(rows: list[dict], redis_url: str) -> bool:
@@ -240,13 +278,17 @@ def main(
         traced = bool(redis_url) and add_worker_stamps(rows, redis_url)
         all_traced &= traced
         levels[str(n)] = {"summary": summarize(rows, traced, concurrent=n > 1), "rows": rows}
-    rows = run_clients(frontend, api_key, 1, samples, warmups, trace=False)
-    levels[UNTRACED] = {"summary": summarize(rows, traced=False, concurrent=False), "rows": rows}
-    floor = (
-        {pool: celery_floor.measure(redis_url, pool, samples=floor_samples) for pool in floor_pools}
-        if redis_url
-        else {}
+    paired = PAIRED_POOL in floor_pools and bool(redis_url)
+    rows, floor, rounds = lone_beside_floor(
+        frontend, api_key, redis_url if paired else "", samples, floor_samples, warmups
     )
+    levels[UNTRACED] = {"summary": summarize(rows, traced=False, concurrent=False), "rows": rows}
+    if redis_url:
+        floor |= {
+            pool: celery_floor.measure(redis_url, pool, samples=floor_samples)
+            for pool in floor_pools
+            if pool != PAIRED_POOL
+        }
     output.mkdir(parents=True, exist_ok=True)
     report = {
         "command": sys.argv,
@@ -257,6 +299,7 @@ def main(
         "summary": {n: level["summary"] for n, level in levels.items()},
         "celery_floor": {pool: {k: v for k, v in f.items() if k != "samples_ms"} for pool, f in floor.items()},
         "celery_floor_samples_ms": {pool: f["samples_ms"] for pool, f in floor.items()},
+        "lone_beside_prefork": rounds,
         "samples": {n: level["rows"] for n, level in levels.items()},
         "load_average": os.getloadavg(),
         "cpus": os.cpu_count(),
@@ -288,6 +331,11 @@ def format_report(report: dict) -> str:
         lines.append(f"    {stage:38} {ms:7.3f} ms")
     for pool, f in report["celery_floor"].items():
         lines.append(f"celery floor {pool:8} p50 {f['p50_ms']:.2f} ms  p90 {f['p90_ms']:.2f}  p99 {f['p99_ms']:.2f}")
+    for r, pair in enumerate(report["lone_beside_prefork"]):
+        lines.append(
+            f"round {r}: lone untraced overhead p50 {pair['overhead_p50_ms']:.2f} ms, "
+            f"prefork round trip p50 {pair[f'{PAIRED_POOL}_p50_ms']:.2f}"
+        )
     return "\n".join(lines)
 
 

@@ -40,6 +40,19 @@ def test_overhead_recipe_stamps_every_stage_in_order(stack, tmp_path):
             assert t["result_sent"] <= t["api_woke"] <= t["client_received"], sample
     assert report["summary"]["8"]["overlapping_tasks"] == 0
     assert set(report["celery_floor"]) == {"prefork", "solo"}
+    # the lone untraced series and the prefork floor in turn: each round holds its share of both
+    rounds = report["lone_beside_prefork"]
+    assert len(rounds) == http_overhead.ROUNDS
+    assert all(r["overhead_p50_ms"] > 0 and r["prefork_p50_ms"] > 0 for r in rounds)
+    lone = [s["round"] for s in report["samples"][http_overhead.UNTRACED]]
+    assert lone == sorted(lone) and set(lone) == set(range(http_overhead.ROUNDS))
+    assert len(report["celery_floor_samples_ms"]["prefork"]) == 20
+
+
+def test_rounds_share_every_sample():
+    for n in (0, 3, 5, 20, 1001):
+        shares = [http_overhead.share(n, r) for r in range(http_overhead.ROUNDS)]
+        assert sum(shares) == n and max(shares) - min(shares) <= 1
 
 
 def test_a_task_holds_its_worker_until_the_next_only_when_that_one_was_waiting():
