@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -100,27 +99,6 @@ def test_a_call_of_many_states_among_requests_answered_back_to_back_gets_its_lon
         together = list(pool.map(lambda call: paced.post(call[0], json=call[1]), calls))
     assert [r.status_code for r in together] == [200] * len(calls)
     assert [r.json() for r in together] == alone
-
-
-def test_a_worker_waiting_for_the_next_request_itself_answers_it_and_lets_a_batch_start_at_once(private_db, launcher):
-    """After answering, a request's task waits LAYA_LINGER_MS on the doorbell for the next one (here a minute). A
-    request sent meanwhile is answered as it is alone; a batch sent meanwhile rings the same bell, which ends the
-    wait at once (and rings again for Celery's consumer, which takes the batch), not after the minute."""
-    service = Service(private_db)
-    launcher.worker(service, LAYA_LINGER_MS="60000")
-    launcher.api(service)
-    service.wait_healthy()
-    body = payloads()[0]
-    first = service.post("/v1/systemone", json=body)
-    again = service.post("/v1/systemone", json=body)
-    assert first.status_code == again.status_code == 200 and again.json() == first.json()
-    t0 = time.monotonic()
-    batch = service.post("/v1/batches", json={"states": ["late", "refund?"], "questions": {"q": NOUL}})
-    assert batch.status_code == 202, batch.text
-    assert service.wait_job(f"/v1/batches/{batch.json()['id']}", timeout_s=40)["status"] == "done"
-    assert time.monotonic() - t0 < 40  # the linger was a minute
-    job = service.post("/v1/jobs", json=body)  # and the consumer, back in charge, takes a job as before
-    assert service.wait_job(job.headers["Location"])["result"] == first.json()
 
 
 def test_a_warm_shutdown_under_steady_load_stops_taking_and_loses_nothing(private_db, launcher):

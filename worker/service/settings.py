@@ -65,13 +65,6 @@ ENV = {
         "a running batch lets the sync requests and jobs waiting run first, between two of its forward passes, "
         "at most this often: how long it may hold an interactive caller",
     ),
-    "linger_ms": Setting(
-        "LAYA_LINGER_MS",
-        50,
-        "once no sync request or job waits, the worker waits this long for the next one itself before it goes back "
-        "to Celery's consumer (0: not at all): one arriving meanwhile skips Celery's dispatch; a shutdown waits at "
-        "most this long, a batch not at all",
-    ),
     "warm_buckets": Setting(
         "LAYA_WARM_BUCKETS",
         "all",
@@ -101,7 +94,6 @@ class WorkerSettings:
     health_check_interval_s: int
     batch_chunk: int
     batch_yield_ms: int
-    linger_ms: int
     warm_buckets: str
 
     @classmethod
