@@ -4,7 +4,7 @@ None may: the API must answer exactly what the engine prints, byte for byte, err
 http.jsonl, cli.jsonl and compare.json (the command line, versions, checkpoint hashes, every difference)
 into --output, and exits 1 when any answer differs.
 
-    python recipe/compare_with_backend.py --frontend http://127.0.0.1:8080 \\
+    python -m recipe.compare_with_backend --frontend http://127.0.0.1:8080 \\
         --checkpoint "$LAYA_CHECKPOINT" --output /tmp/compare-1
 """
 

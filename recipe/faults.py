@@ -17,7 +17,7 @@ Counts jobs accepted (202) and answered, lost (accepted, never answered: must be
 twice, wrong answers (not equal to the same request answered alone), and what sync callers saw.
 Writes faults.json into --output.
 
-    python recipe/faults.py --checkpoint DIR --output /tmp/faults-1 [--faults redis-restart,worker-kill]
+    python -m recipe.faults --checkpoint DIR --output /tmp/faults-1 [--faults redis-restart,worker-kill]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ rejection is a JSON error body {"status", "error", "detail", ...} naming what wa
 carries a stack trace or a file path, and the rejected requests changed nothing in Redis (queue depth
 and job, result and batch keys are the same before and after them). Writes hostile.json into --output.
 
-    python recipe/hostile.py --frontend http://127.0.0.1:8080 --redis-url redis://127.0.0.1:6379/0 \\
+    python -m recipe.hostile --frontend http://127.0.0.1:8080 --redis-url redis://127.0.0.1:6379/0 \\
         --output /tmp/hostile-1 [--generated 2000]
 """
 

@@ -27,7 +27,7 @@ alternated with the lone untraced series, the others after it).
 Writes samples.json (every sample, the summaries, the floor, the command line, versions, the
 machine's load) into --output.
 
-    python recipe/http_overhead.py --frontend http://127.0.0.1:8080 --redis-url redis://127.0.0.1:6379/0 \\
+    python -m recipe.http_overhead --frontend http://127.0.0.1:8080 --redis-url redis://127.0.0.1:6379/0 \\
         --output /tmp/http-overhead-1
 """
 

@@ -14,7 +14,7 @@ time per request at the fewest clients). Writes load.json into --output, and eve
 engine and executor ms) into samples.json; per level also the latency of each request sent (`latency_by_request`,
 by its index in `requests`).
 
-    python recipe/load.py --checkpoint DIR --output /tmp/load-1 [--clients 1,8,32,128] [--seconds 10] [--inputs 1x77]
+    python -m recipe.load --checkpoint DIR --output /tmp/load-1 [--clients 1,8,32,128] [--seconds 10] [--inputs 1x77]
 
 On a machine without a GPU, LAYA_EXECUTOR=recipe.paced_executor:make runs each pass beside the host as a GPU
 would, at least LAYA_PACE_MS long: how the host path keeps up with a GPU's pass time.
