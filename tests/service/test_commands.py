@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,9 @@ import requests
 from laya_common.version import git_commit, package_version
 from service.helpers import BIN, NOUL, laya_stack, request_body
 
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
 
 @pytest.mark.parametrize("command", ["laya-api", "laya-worker", "laya-stack", "laya-run", "laya-bundle"])
 def test_every_command_has_help_and_version(command):
@@ -20,6 +24,19 @@ def test_every_command_has_help_and_version(command):
     assert "usage:" in out.stdout and "--version" in out.stdout
     out = subprocess.run([str(BIN / command), "--version"], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout == f"{command} {package_version()} (commit {git_commit()})\n"
+
+
+README_RECIPES = sorted(set(re.findall(r"^\.venv/bin/python -m (recipe\.\w+)", README.read_text(), re.M)))
+
+
+def test_the_readme_runs_recipes_as_it_writes_them():
+    """Each recipe the README runs (`.venv/bin/python -m recipe.X`), from the checkout's root: its --help."""
+    assert len(README_RECIPES) >= 4, README_RECIPES
+    for module in README_RECIPES:
+        out = subprocess.run(
+            [str(BIN / "python"), "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0 and "usage:" in out.stdout, (module, out.stderr[-2000:])
 
 
 @pytest.mark.parametrize(
@@ -80,9 +97,8 @@ def test_laya_stack_reads_the_apis_address_as_laya_api_does():
 
 def test_setup_succeeds_without_nvcc_and_says_what_only_the_bundle_build_needs():
     """The README's first command on a machine without the CUDA toolkit (here: nvcc hidden from PATH)."""
-    root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
-        [str(root / "scripts" / "setup.sh")],
+        [str(ROOT / "scripts" / "setup.sh")],
         capture_output=True,
         text=True,
         timeout=600,
@@ -94,14 +110,13 @@ def test_setup_succeeds_without_nvcc_and_says_what_only_the_bundle_build_needs()
 
 def test_setup_for_a_gpu_stops_before_installing_anything_when_nvcc_is_missing():
     """`scripts/setup.sh --gpu` is for building a bundle: without nvcc it says so, not after a CUDA torch download."""
-    root = Path(__file__).resolve().parents[2]
-    stamps = sorted((root / ".venv").glob(".setup-*"))
+    stamps = sorted((ROOT / ".venv").glob(".setup-*"))
     out = subprocess.run(
-        [str(root / "scripts" / "setup.sh"), "--gpu"],
+        [str(ROOT / "scripts" / "setup.sh"), "--gpu"],
         capture_output=True,
         text=True,
         timeout=60,
         env={**os.environ, "PATH": "/usr/bin:/bin"},
     )
     assert out.returncode == 1 and "--gpu builds a bundle, which needs nvcc" in out.stderr, out.stderr
-    assert sorted((root / ".venv").glob(".setup-*")) == stamps  # nothing installed
+    assert sorted((ROOT / ".venv").glob(".setup-*")) == stamps  # nothing installed
