@@ -29,7 +29,13 @@ class EmulatedKernels:
             args=(SimpleNamespace(name="P", shape=(SPLIT_SLICES, "M", cfg.hidden_size)),),
             tiers=(SimpleNamespace(max_m=128),),
         )
-        entries = {"readout_scores_f32": scores, "gemm_attn_out_split_f32": split, "gemm_mlp_out_split_f32": split}
+        norm = SimpleNamespace(family="norm", args=())  # what sums the slices into the stream
+        entries = {
+            "readout_scores_f32": scores,
+            "gemm_attn_out_split_f32": split,
+            "gemm_mlp_out_split_f32": split,
+            "split_add_norm_bias_bf16": norm,
+        }
         self.manifest = SimpleNamespace(tile_config="emulated", entries=entries)
         self.launches: list[str] = []  # every entry point launched, in order
         self.fail_on: str | None = None  # an entry point whose launch raises, as a failing kernel would

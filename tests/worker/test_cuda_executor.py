@@ -149,6 +149,18 @@ def test_a_bundle_without_the_readout_kernels_is_refused(tiny_checkpoint):
         CudaExecutor(cfg, load_weights(tiny_checkpoint), kernels=kernels, device="cpu", routes=TILELANG_ONLY)
 
 
+@pytest.mark.parametrize("entry", ["gemm_mlp_out_split_f32", "split_add_norm_bias_bf16"])
+def test_a_bundle_without_the_split_k_entries_its_routes_run_is_refused(tiny_checkpoint, entry):
+    """Not a silent fall back to cuBLAS: routes that run split-K GEMMs need the bundle's split entries and the norm
+    that sums their slices; routes that run none do not."""
+    cfg = ModelConfig.from_checkpoint(tiny_checkpoint)
+    kernels = EmulatedKernels(cfg)
+    del kernels.manifest.entries[entry]
+    with pytest.raises(BundleRefused, match=f"has no {entry} for the split-K routes: rebuild it"):
+        CudaExecutor(cfg, load_weights(tiny_checkpoint), kernels=kernels, device="cpu", routes=SPLIT_K)
+    CudaExecutor(cfg, load_weights(tiny_checkpoint), kernels=kernels, device="cpu", routes=TILELANG_ONLY)
+
+
 def test_rows_are_padded_to_token_buckets_and_rows_stay_exact(tiny_checkpoint):
     admits = emulated_engine(tiny_checkpoint).executor.admits
     assert [admits.width(n) for n in (1, 16, 17, 32, 33, 511, 512)] == [16, 16, 32, 32, 48, 512, 512]

@@ -21,6 +21,15 @@ from laya_common.model import ModelConfig
 from worker.engine.executors.device_weights import DeviceWeights, Workspaces
 from worker.engine.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, TILELANG, GemmRoutes
 
+SPLIT_NORM = "split_add_norm_bias_bf16"  # the norm that sums a split-K GEMM's slices into the stream
+
+
+def split_entries_lacking(routes: GemmRoutes, entries) -> list[str]:
+    """The bundle entries a pass on `routes` runs for split-K GEMMs that `entries` (a manifest's) lacks."""
+    if not routes.split_ranges:
+        return []
+    return sorted({*routes.split_ranges, SPLIT_NORM} - set(entries))
+
 
 class Chain:
     """The launches of one pass over R rows of L tokens, reading the static input buffer `inputs` (ids, lengths,
@@ -102,12 +111,12 @@ class Chain:
         """X += A @ W^T, then Y = LayerNorm(X) * norm, in two launches: a split-K GEMM writing fp32 slices and the
         norm that sums them into X where the routing table says so, else the accumulating GEMM and a plain norm."""
         split = f"{gemm}_split_f32"
-        if self.routes.split(split, A.shape[0]) and split in self.kernels.manifest.entries:
+        if self.routes.split(split, A.shape[0]):  # the executor refuses a bundle without the entries the routes run
             slices, _, n = _partials_shape(self.kernels.manifest.entries[split])
             P = self.ws.partials(slices, A.shape[0], n)
             return [
                 self._kernel(split, A, W, P),
-                self._kernel("split_add_norm_bias_bf16", X, P, norm, self.weights.no_bias, Y),
+                self._kernel(SPLIT_NORM, X, P, norm, self.weights.no_bias, Y),
             ]
         return [
             self._accumulate(f"{gemm}_acc_f32", A, W, X),

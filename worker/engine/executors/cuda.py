@@ -27,7 +27,7 @@ from torch import Tensor
 from laya_common.contract import LIMITS
 from laya_common.model import ModelConfig
 from worker.engine.batch import Admits, Batch, Executor, Outputs
-from worker.engine.executors.chain import Chain, Step, partials_size
+from worker.engine.executors.chain import Chain, Step, partials_size, split_entries_lacking
 from worker.engine.executors.device_weights import DeviceWeights, Workspaces
 from worker.engine.executors.gemm_routes import CUBLAS, GemmRoutes
 from worker.engine.executors.readout import INPUT_DTYPES, KernelReadout, Readout, host_inputs
@@ -134,6 +134,9 @@ class CudaExecutor(Executor):
         self.graphs = graphs and self.device.type == "cuda"
         self.admits = Admits(max_rows=MAX_ROWS, max_tokens=cfg.max_len, token_step=TOKEN_STEP)
         self.routes = routes or GemmRoutes.for_bundle(kernels.manifest.tile_config)
+        if lacking := split_entries_lacking(self.routes, kernels.manifest.entries):
+            where = kernels.describe()["path"]
+            raise BundleRefused(f"bundle {where} has no {', '.join(lacking)} for the split-K routes: rebuild it")
         self.rope_entry = "rope_table_bf16" if original_rope else "rope_fp32_bf16"
         if original_rope and rope_tables is None:
             raise ValueError("original RoPE reads the bundle's exported tables; none were given")
