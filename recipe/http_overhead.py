@@ -132,19 +132,20 @@ def run_clients(
 def lone_beside_floor(
     frontend: str, api_key: str, redis_url: str, samples: int, floor_samples: int, warmups: int
 ) -> tuple[list[dict], dict[str, dict], list[dict]]:
-    """The lone client's untraced series; with `redis_url`, in ROUNDS rounds, each its share of `samples` then
-    the PAIRED_POOL floor's share of `floor_samples`. Returns (its rows, {PAIRED_POOL: the floor} or {}, each
-    round's two medians)."""
-    if not redis_url:
+    """The lone client's untraced series; with `redis_url`, in up to ROUNDS rounds (no more than either count),
+    each its share of `samples` then the PAIRED_POOL floor's share of `floor_samples`. Returns (its rows,
+    {PAIRED_POOL: the floor} or {}, each round's two medians)."""
+    n_rounds = min(ROUNDS, samples, floor_samples)
+    if not redis_url or n_rounds < 1:
         return run_clients(frontend, api_key, 1, samples, warmups, trace=False), {}, []
     sampler = Sampler(frontend, api_key, trace=False)
     for _ in range(warmups):
         sampler.one()
     rows, times, rounds = [], [], []
     with celery_floor.FloorWorker(redis_url, PAIRED_POOL) as floor:
-        for r in range(ROUNDS):
-            ours = [sampler.one() | {"client": 0, "round": r} for _ in range(share(samples, r))]
-            theirs = floor.sample(share(floor_samples, r))
+        for r in range(n_rounds):
+            ours = [sampler.one() | {"client": 0, "round": r} for _ in range(share(samples, r, n_rounds))]
+            theirs = floor.sample(share(floor_samples, r, n_rounds))
             rows += ours
             times += theirs
             rounds.append(
@@ -156,9 +157,9 @@ def lone_beside_floor(
     return rows, {PAIRED_POOL: {**celery_floor.percentiles(times), "samples_ms": times}}, rounds
 
 
-def share(n: int, r: int) -> int:
-    """Round r's part of n samples split over ROUNDS rounds (the first rounds take the remainder)."""
-    return n // ROUNDS + (r < n % ROUNDS)
+def share(n: int, r: int, rounds: int) -> int:
+    """Round r's part of n samples split over `rounds` rounds (the first rounds take the remainder)."""
+    return n // rounds + (r < n % rounds)
 
 
 def add_worker_stamps(rows: list[dict], redis_url: str) -> bool:
