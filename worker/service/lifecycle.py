@@ -22,13 +22,14 @@ A worker that dies whole leaves its task to the others, or to the next one to st
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import logging
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
@@ -178,6 +179,8 @@ class Runtime:
         self.failed = False
         self.stopping = False  # a shutdown has begun: Celery's consumer takes nothing more, and neither does a task
         self._append_at = redis.register_script(APPEND_AT)
+        keys = transport.take_keys(settings.model)
+        self._take = ("EVAL", transport.TAKE, len(keys), *keys, len(queues.INTERACTIVE))  # TAKE, as Redis reads it
         self.let_pass = LetPass(self, every_s=settings.batch_yield_ms / 1000)
 
     def answer(self, message: Message) -> None:
@@ -266,7 +269,8 @@ class Runtime:
         take_next = take_next and self.taking  # not once this answer's own failure stopped the worker
         commands = self._store_commands(delivery, envelope, executor_seconds=executor_seconds, trace=trace)
         if take_next:
-            stored = Stored(self, delivery, commands, RoundTrip(self.redis, [*commands, self._take_command()]))
+            resend = functools.partial(self._write_when_room, commands, delivery)
+            stored = Stored(RoundTrip(self.redis, [*commands, self._take]), resend)
         else:
             self._write_when_room(commands, delivery)
             stored = Stored()
@@ -346,12 +350,8 @@ class Runtime:
         """The next waiting sync request or job of this worker's model ((queue, message as queued), recorded as
         unacknowledged), or None."""
         pipe = self.redis.pipeline(transaction=False)
-        pipe.execute_command(*self._take_command())
+        pipe.execute_command(*self._take)
         return _taken(pipe.execute(raise_on_error=False)[0])
-
-    def _take_command(self) -> tuple:
-        keys = transport.take_keys(self.settings.model)
-        return ("EVAL", transport.TAKE, len(keys), *keys, len(queues.INTERACTIVE))
 
     def interactive_waiting(self) -> bool:
         pipe = self.redis.pipeline(transaction=False)
@@ -490,14 +490,10 @@ class Stored:
     """A request's answer sent to Redis (`Runtime.end`), with the take of the next waiting message behind it when
     one was asked for. The caller launches another pass while Redis answers, then reads the replies: `taken()`."""
 
-    def __init__(
-        self,
-        runtime: Runtime | None = None,
-        delivery: Delivery | None = None,
-        commands: list[tuple] | None = None,
-        round_trip: RoundTrip | None = None,
-    ) -> None:
-        self._runtime, self._delivery, self._commands, self._round_trip = runtime, delivery, commands, round_trip
+    def __init__(self, round_trip: RoundTrip | None = None, resend: Callable[[], None] | None = None) -> None:
+        """`resend`: writes the answer again, waiting for room (`Runtime._write_when_room`), when the round trip's
+        reply says it may not be stored."""
+        self._round_trip, self._resend = round_trip, resend
 
     def taken(self) -> tuple[str, bytes] | None:
         """The message the round trip took ((queue, message as queued), recorded as unacknowledged), or None."""
@@ -508,11 +504,10 @@ class Stored:
         except (RedisConnectionError, RedisTimeoutError):
             # the answer may not be stored: sent again, as redis-py's retries send a pipeline again; what TAKE
             # took (if it ran) stays taken until the redelivery of a held message no worker names
-            self._runtime._write_when_room(self._commands, self._delivery)
+            self._resend()
             return None
         if any(isinstance(result, OutOfMemoryError) for result in stored):
-            # the answer waits for room; what TAKE took (if it ran) stays taken
-            self._runtime._write_when_room(self._commands, self._delivery)
+            self._resend()  # the answer waits for room; what TAKE took (if it ran) stays taken
         else:
             for result in stored:
                 if isinstance(result, Exception):
