@@ -8,9 +8,12 @@ PACE_MS long, as a GPU runs them beside the host, two in flight as the cuda exec
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import requests
@@ -99,6 +102,56 @@ def test_a_call_of_many_states_among_requests_answered_back_to_back_gets_its_lon
         together = list(pool.map(lambda call: paced.post(call[0], json=call[1]), calls))
     assert [r.status_code for r in together] == [200] * len(calls)
     assert [r.json() for r in together] == alone
+
+
+def test_a_worker_waiting_for_the_next_request_itself_answers_it_and_lets_a_batch_start_at_once(private_db, launcher):
+    """After answering, a request's task waits LAYA_LINGER_MS on the doorbell for the next one (here a minute). A
+    request sent meanwhile is answered as it is alone; a batch sent meanwhile rings the same bell, which ends the
+    wait at once (and rings again for Celery's consumer, which takes the batch), not after the minute."""
+    service = Service(private_db)
+    launcher.worker(service, LAYA_LINGER_MS="60000")
+    launcher.api(service)
+    service.wait_healthy()
+    body = payloads()[0]
+    first = service.post("/v1/systemone", json=body)
+    again = service.post("/v1/systemone", json=body)
+    assert first.status_code == again.status_code == 200 and again.json() == first.json()
+    t0 = time.monotonic()
+    batch = service.post("/v1/batches", json={"states": ["late", "refund?"], "questions": {"q": NOUL}})
+    assert batch.status_code == 202, batch.text
+    assert service.wait_job(f"/v1/batches/{batch.json()['id']}", timeout_s=40)["status"] == "done"
+    assert time.monotonic() - t0 < 40  # the linger was a minute
+    job = service.post("/v1/jobs", json=body)  # and the consumer, back in charge, takes a job as before
+    assert service.wait_job(job.headers["Location"])["result"] == first.json()
+
+
+def test_a_worker_waiting_for_the_next_request_polls_for_its_spin_then_sleeps(private_db, launcher):
+    """For LAYA_SPIN_MS of that wait (here 1.5 s) the worker polls Redis's reply instead of sleeping: a core busy.
+    Then it sleeps out the rest of the linger. A request sent after either is answered as it is alone."""
+    service = Service(private_db)
+    worker = launcher.worker(service, LAYA_LINGER_MS="60000", LAYA_SPIN_MS="1500")
+    launcher.api(service)
+    service.wait_healthy()
+    body = payloads()[0]
+    first = service.post("/v1/systemone", json=body)
+    spinning = cpu_seconds(worker.popen.pid, over_s=0.5)
+    time.sleep(1.5)
+    sleeping = cpu_seconds(worker.popen.pid, over_s=0.5)
+    again = service.post("/v1/systemone", json=body)
+    assert first.status_code == again.status_code == 200 and again.json() == first.json()
+    assert spinning > 0.15 and sleeping < 0.05, (spinning, sleeping)
+
+
+def cpu_seconds(pid: int, *, over_s: float) -> float:
+    """The CPU time process `pid` takes over the next `over_s` seconds."""
+
+    def used() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+    before = used()
+    time.sleep(over_s)
+    return used() - before
 
 
 def test_a_warm_shutdown_under_steady_load_stops_taking_and_loses_nothing(private_db, launcher):

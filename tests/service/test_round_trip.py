@@ -41,3 +41,21 @@ def test_a_connection_lost_before_the_replies_raises_and_the_next_round_trip_con
 def connections(client, url: str) -> list[dict]:
     """The connections to the test's own database (the Redis serves other tests' too)."""
     return [c for c in client.client_list() if c["db"] == url.rsplit("/", 1)[1]]
+
+
+def test_arrived_says_without_waiting_whether_a_reply_is_there(private_db):
+    client = redis.Redis.from_url(private_db)
+    waiting = RoundTrip(client, [("BLPOP", "bell", 5)])
+    assert not waiting.arrived()
+    client.rpush("bell", "rung")
+    wait_until(waiting.arrived, 5, "the BLPOP's reply")
+    assert waiting.replies() == [[b"bell", b"rung"]]
+
+    lost = RoundTrip(client, [("BLPOP", "nothing-here", 5)])
+    blocked = wait_until(
+        lambda: [c for c in connections(client, private_db) if c["cmd"] == "blpop"], 5, "the round trip's BLPOP"
+    )
+    client.client_kill_filter(_id=blocked[0]["id"])
+    wait_until(lost.arrived, 5, "the lost connection to count as arrived")  # so that replies() raises, not waits
+    with pytest.raises(RedisConnectionError):
+        lost.replies()

@@ -16,14 +16,22 @@ from worker.service.back_to_back import Message
 
 
 class RecordingRuntime:
-    def __init__(self, n_messages: int, *, depth: int = 2, failing_end: int | None = None) -> None:
+    def __init__(
+        self, n_messages: int, *, depth: int = 2, failing_end: int | None = None, arriving: tuple[int, ...] = ()
+    ) -> None:
         self.waiting = deque(Message(SimpleNamespace(id=k), {}, None) for k in range(1, n_messages + 1))
+        # what arrives during each wait on the doorbell, one message a wait, then nothing
+        self.arriving = deque(Message(SimpleNamespace(id=k), {}, None) for k in arriving)
         self.engine = SimpleNamespace(executor=SimpleNamespace(passes_in_flight=depth))
         self.taking, self.failing_end = True, failing_end
         self.events: list[tuple[str, int]] = []
 
     def take_interactive(self) -> Message | None:
         return self.waiting.popleft() if self.waiting else None
+
+    def wait_interactive(self, seconds: float) -> Message | None:
+        self.events.append(("wait", seconds))
+        return self.take_interactive() or (self.arriving.popleft() if self.arriving else None)
 
     def begin(self, message: Message) -> Message:
         self.events.append(("begin", message.delivery.id))
@@ -85,3 +93,33 @@ def test_a_shutdown_takes_nothing_more_and_answers_what_it_holds():
     ended = [k for event, k in runtime.events if event == "end"]
     assert begun == ended == [1, 2, 3, 4]  # 4 was taken ahead before the shutdown began: it is answered too
     assert [m.delivery.id for m in runtime.waiting] == [5, 6]
+
+
+def test_a_request_arriving_within_the_linger_is_answered_by_the_same_loop():
+    runtime = RecordingRuntime(2, arriving=(3, 4))
+    back_to_back.answer_back_to_back(runtime, linger_s=0.05)
+    assert runtime.events == [
+        ("begin", 1), ("begin", 2),
+        ("end", 1), ("end", 2),
+        ("wait", 0.05), ("begin", 3), ("end", 3),
+        ("wait", 0.05), ("begin", 4), ("end", 4),
+        ("wait", 0.05),
+    ]  # fmt: skip
+
+
+def test_no_wait_without_a_linger_or_once_a_shutdown_began():
+    runtime = RecordingRuntime(2, arriving=(3,))
+    back_to_back.answer_back_to_back(runtime)  # a batch letting requests pass: linger_s 0
+    assert ("wait", 0.05) not in runtime.events and [m.delivery.id for m in runtime.arriving] == [3]
+
+    runtime = RecordingRuntime(2, arriving=(3,))
+    end = runtime.end
+
+    def end_then_stop(running, **kw):
+        runtime.taking = False  # a warm shutdown began
+        return end(running, **kw)
+
+    runtime.end = end_then_stop
+    back_to_back.answer_back_to_back(runtime, linger_s=0.05)
+    assert not any(event == "wait" for event, _ in runtime.events)
+    assert [m.delivery.id for m in runtime.arriving] == [3]

@@ -8,7 +8,10 @@ consumer records it. It prepares that request and launches its pass behind the r
 the executor holds (`passes_in_flight`), and takes one more message ahead. Then it reads the oldest pass, and
 sends that request's answer and the take of the next message in one round trip; while Redis answers, it launches
 the message taken ahead behind the newer pass (worker.service.round_trip), and only then reads the reply. It
-returns once nothing waits and every pass it launched is answered.
+returns once nothing waits and every pass it launched is answered; the task of a request first waits up to
+LAYA_LINGER_MS on the doorbell for the next one, which then skips Celery's consumer and dispatch, polling for the
+first LAYA_SPIN_MS of it rather than sleeping (a lone caller's next request comes within a few ms, and a process
+woken from sleep is slower to take and launch it). A batch rings the same bell and ends the wait at once.
 
 Each request still runs alone in its own pass, so its answer is the one it gets alone. Once a shutdown begins (or
 the executor fails) it takes nothing more and returns when what it holds is answered; a message it took ahead and
@@ -39,11 +42,13 @@ class Message(NamedTuple):
     trace: dict[str, float] | None
 
 
-def answer_back_to_back(runtime, first: Message | None = None) -> None:
-    """Answer `first` (if given, else what waits), then every sync request and job waiting, until none waits.
+def answer_back_to_back(runtime, first: Message | None = None, *, linger_s: float = 0.0) -> None:
+    """Answer `first` (if given, else what waits), then every sync request and job waiting, until none waits; with
+    `linger_s`, also each one that arrives within `linger_s` of the last answer.
 
     `runtime` is the worker's (worker.service.lifecycle.Runtime): `begin` launches a request's pass (or answers it
-    at once), `end` reads the pass and sends the answer, taking the next message in the same round trip."""
+    at once), `end` reads the pass and sends the answer, taking the next message in the same round trip,
+    `wait_interactive` waits for one on the doorbell."""
     depth = max(1, runtime.engine.executor.passes_in_flight)
     in_flight: deque = deque()
     ahead = first if first is not None or not runtime.taking else take(runtime)  # taken, not begun yet
@@ -59,6 +64,9 @@ def answer_back_to_back(runtime, first: Message | None = None) -> None:
                 ahead = take(runtime) if runtime.taking else None
                 continue
             if not in_flight:
+                # one arriving soon is taken here, not through Celery's consumer and dispatch (LAYA_LINGER_MS)
+                if linger_s and runtime.taking and (ahead := read(runtime, runtime.wait_interactive(linger_s))):
+                    continue
                 return
             # the oldest pass answered and the next message taken in one round trip; while Redis answers, the
             # message taken before is begun behind the newer pass

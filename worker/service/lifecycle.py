@@ -51,6 +51,8 @@ from worker.service.settings import WorkerSettings
 log = logging.getLogger("laya.worker")
 STORE_PATIENCE_S = 60.0  # how long a computed answer waits for room in a full Redis before the worker gives up
 EXIT_NO_ROOM = 75  # EX_TEMPFAIL: the task in hand stays unacknowledged, for redelivery
+WAIT_SLICE_S = 1.0  # the longest single wait on the doorbell (kombu's brpop_timeout, the consumer's own)
+MIN_WAIT_S = 0.001  # Redis counts a blocking timeout in whole ms, and 0 ms is forever
 
 # Appends a window of batch results only where the previous window ended: a batch that two workers run
 # at once (redelivered while its first worker, cut off from Redis, still ran it) is never written twice. And
@@ -187,7 +189,7 @@ class Runtime:
         """The Celery task of a sync request or a job: answer it, then every one waiting
         (worker.service.back_to_back)."""
         self._refuse_if_failed()
-        answer_back_to_back(self, message)
+        answer_back_to_back(self, message, linger_s=self.settings.linger_ms / 1000)
 
     def begin(self, message: Message) -> Running | None:
         """Start answering a sync request or a job (worker.service.back_to_back): its pass launched, to `end`; or
@@ -352,6 +354,24 @@ class Runtime:
         pipe = self.redis.pipeline(transaction=False)
         pipe.execute_command(*self._take)
         return _taken(pipe.execute(raise_on_error=False)[0])
+
+    def wait_interactive(self, seconds: float) -> tuple[str, bytes] | None:
+        """As `take_interactive`, waiting up to `seconds` on the model's doorbell when nothing waits, with TAKE
+        pipelined behind each wait as the consumer runs it. None when the time is up, once a shutdown begins, or
+        when what rang the bell was not for TAKE's classes (a batch, which Celery's consumer then takes) or was
+        taken by another worker. It waits in slices of at most WAIT_SLICE_S, as the consumer does: a blocked read
+        may outlast the socket's timeout, and a shutdown is seen between two slices. For the first LAYA_SPIN_MS of
+        the wait it polls the reply instead of sleeping: a process woken from sleep starts slower."""
+        bell, deadline = queues.bell_key(self.settings.model), time.monotonic() + seconds
+        spin_until = time.monotonic() + self.settings.spin_ms / 1000
+        while self.taking and (left := deadline - time.monotonic()) >= MIN_WAIT_S:  # BLPOP 0 would never end
+            trip = RoundTrip(self.redis, [("BLPOP", bell, round(min(left, WAIT_SLICE_S), 3)), self._take])
+            while time.monotonic() < spin_until and not trip.arrived():
+                pass
+            rang, taken = trip.replies()
+            if rang is not None or taken:
+                return _taken(taken)
+        return None
 
     def interactive_waiting(self) -> bool:
         pipe = self.redis.pipeline(transaction=False)

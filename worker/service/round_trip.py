@@ -7,7 +7,8 @@ spent 0.2 ms of its 1.0 ms of work per 1x77 request waiting on this reply.
 
 redis-py's pipelines send and read in one call. This sends on a connection of the client's pool and holds it
 until the replies are read, through redis-py's public Connection API (pack_commands, send_packed_command,
-read_response, its retry policy); tests/service/test_round_trip.py checks it against the installed redis-py.
+read_response, can_read, its retry policy); tests/service/test_round_trip.py checks it against the installed
+redis-py.
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ class RoundTrip:
         except BaseException:
             self._pool.release(connection)
             raise
+
+    def arrived(self) -> bool:
+        """Whether a reply has begun to arrive, without waiting (true also of a lost connection: `replies` raises).
+        A worker polls it instead of sleeping until the reply (worker.service.lifecycle.Runtime.wait_interactive)."""
+        try:
+            return self._connection.can_read(timeout=0)
+        except Exception:
+            return True
 
     def replies(self) -> list:
         """Each command's reply, unparsed, or the error Redis answered it with (as a pipeline run without raising).

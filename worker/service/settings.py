@@ -65,6 +65,19 @@ ENV = {
         "a running batch lets the sync requests and jobs waiting run first, between two of its forward passes, "
         "at most this often: how long it may hold an interactive caller",
     ),
+    "linger_ms": Setting(
+        "LAYA_LINGER_MS",
+        50,
+        "once no sync request or job waits, the worker waits this long for the next one itself before it goes back "
+        "to Celery's consumer (0: not at all): one arriving meanwhile skips Celery's dispatch; a shutdown waits at "
+        "most this long, a batch not at all",
+    ),
+    "spin_ms": Setting(
+        "LAYA_SPIN_MS",
+        5,
+        "for this long into that wait the worker polls instead of sleeping (a core busy meanwhile): a process woken "
+        "from sleep takes longer to wake and to launch the next pass (0: it sleeps at once)",
+    ),
     "warm_buckets": Setting(
         "LAYA_WARM_BUCKETS",
         "all",
@@ -94,6 +107,8 @@ class WorkerSettings:
     health_check_interval_s: int
     batch_chunk: int
     batch_yield_ms: int
+    linger_ms: int
+    spin_ms: int
     warm_buckets: str
 
     @classmethod
