@@ -65,6 +65,12 @@ SETTINGS = {
         "holds no thread",
     ),
     "API_PROCESSES": Setting("LAYA_API_PROCESSES", 1, "gunicorn worker processes"),
+    "API_SPIN_MS": Setting(
+        "LAYA_API_SPIN_MS",
+        5.0,
+        "while one sync call alone waits in an API process, and this long after, the process polls instead of "
+        "sleeping (a core busy meanwhile; 0: it sleeps): it answers sooner (app/hot_wait.py)",
+    ),
     "TRACE": Setting(
         "LAYA_TRACE",
         False,

@@ -17,10 +17,12 @@ import time
 
 from celery import Celery
 from flask import Flask, current_app
+from gevent import monkey
 
 from app import admission, tracing
 from app.admission import Fleet
 from app.errors import ApiError, from_envelope
+from app.hot_wait import HotWait
 from laya_common import contract
 from laya_common.broker import messages, queues
 
@@ -40,9 +42,12 @@ return false
 
 
 class Dispatcher:
-    def __init__(self, celery: Celery, redis, waiter, *, result_ttl_s: int, max_queued: dict[str, int]) -> None:
+    def __init__(
+        self, celery: Celery, redis, waiter, *, result_ttl_s: int, max_queued: dict[str, int], hot_wait: HotWait
+    ) -> None:
         # waiter: a client whose socket timeout outlasts the longest BLPOP, for sync calls
         self.celery, self.redis, self.waiter, self.result_ttl_s = celery, redis, waiter, result_ttl_s
+        self.hot_wait = hot_wait
         self.max_queued = max_queued  # class of work -> the depth at which its queue refuses more
         self._fleets: dict[str, tuple[float, Fleet]] = {}  # model -> (monotonic time read, its warm workers)
         self._memory_full: tuple[float, bool] = (0.0, False)
@@ -104,7 +109,8 @@ class Dispatcher:
         bound = admission.sync_bound(fleet, timeout_s)
         pipe.eval(queues.ENQUEUE, 3, queue, queues.bell_key(model), result, message, bound, self.result_ttl_s)
         pipe.blpop([result], timeout=timeout_s)
-        depth, reply = pipe.execute()
+        with self.hot_wait.call():
+            depth, reply = pipe.execute()
         if depth < 0:  # the refusal ENQUEUE left at the result key woke the BLPOP at once
             raise ApiError(
                 "overloaded",
@@ -343,7 +349,13 @@ def init_app(app: Flask, celery: Celery) -> None:
     )
     max_queued = {"jobs": app.config["MAX_QUEUED_JOBS"], "batches": app.config["MAX_QUEUED_BATCHES"]}
     app.extensions["laya"] = Dispatcher(
-        celery, redis, waiter, result_ttl_s=app.config["RESULT_TTL_S"], max_queued=max_queued
+        celery,
+        redis,
+        waiter,
+        result_ttl_s=app.config["RESULT_TTL_S"],
+        max_queued=max_queued,
+        # only under gevent's hub (laya-api): elsewhere no loop runs the watcher, and threads would share the count
+        hot_wait=HotWait(app.config["API_SPIN_MS"] / 1000 if monkey.is_module_patched("socket") else 0.0),
     )
 
 
