@@ -17,6 +17,8 @@
 # load         recipe.load with the cuda executor: 1, 8 and 32 sync clients on one worker, the executor's busy
 #              share and issue 31's bar (API processes: LAYA_API_PROCESSES, default 4 in every step, as the README);
 #              each one into load-N, so that "load load load" keeps three
+# spin-ab      recipe.http_overhead (the lone client beside the prefork floor) with the API's and the worker's
+#              polling waits off, the API's alone, and both (LAYA_API_SPIN_MS, LAYA_LINGER_MS, LAYA_SPIN_MS), twice
 # load-torch-readout  the same with LAYA_TORCH_READOUT=1: what the readout kernels bought under load
 # readout-ab   recipe.benchmark (ours alone) with the readout kernels and with --torch-readout, alternating, twice
 # split-ab     recipe.benchmark (ours alone) with --split-k (split-K GEMMs at small M) and --no-split-k, alternating,
@@ -83,6 +85,15 @@ for s in $steps; do
                   step "readout-ab-torch-$round" 150 python3 -m recipe.benchmark --checkpoint "$ckpt" \
                     --bundle "$optimized" --torch-readout --output "$work/readout-ab/torch-$round"
                 done ;;
+    spin-ab) for round in 1 2; do
+               for cfg in off:0:0:0 api:5:0:0 both:5:50:5; do
+                 IFS=: read -r name api linger spin <<< "$cfg"
+                 LAYA_API_SPIN_MS=$api LAYA_LINGER_MS=$linger LAYA_SPIN_MS=$spin LAYA_EXECUTOR=cuda \
+                   LAYA_CUDA_BUNDLE=$optimized step "spin-ab-$name-$round" 150 python3 -m recipe.stack \
+                   --checkpoint "$ckpt" --logs "$work/spin-ab/$name-$round/logs" -- python3 -m recipe.http_overhead \
+                   --output "$work/spin-ab/$name-$round" --samples 500 --clients 1 --floor-pools prefork
+               done
+             done ;;
     split-ab) for round in 1 2; do
                 step "split-ab-split-$round" 150 python3 -m recipe.benchmark --checkpoint "$ckpt" \
                   --bundle "$optimized" --split-k --output "$work/split-ab/split-$round"
