@@ -39,7 +39,7 @@ class HotWait:
             if self.waiting == 1:
                 self._poll(True)
             elif self.waiting == 0 and self._idle is not None:
-                self._cool = gevent.get_hub().loop.timer(self.linger_s)
+                self._cool = gevent.get_hub().loop.timer(self.linger_s, ref=False)
                 self._cool.start(self._poll, False)
 
     def _poll(self, on: bool) -> None:
@@ -47,7 +47,7 @@ class HotWait:
             self._cool.stop()
             self._cool = None
         if on and self._idle is None:
-            self._idle = gevent.get_hub().loop.idle()
+            self._idle = gevent.get_hub().loop.idle(ref=False)  # never what keeps a stopping process's loop alive
             self._idle.start(_nothing)
         elif not on and self._idle is not None:
             self._idle.stop()
