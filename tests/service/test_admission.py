@@ -37,7 +37,7 @@ def assert_overloaded(r) -> int:
 
 
 def test_a_flood_of_jobs_and_batches_past_the_bounds_gets_503_with_retry_after_and_loses_nothing(service):
-    with paused(service.worker):
+    with paused(service.worker, service):
         answers = [service.post("/v1/jobs", json=request_body(f"job {i}", q=NOUL)) for i in range(20)]
         batches = [service.post("/v1/batches", json={"states": ["a"], "questions": {"q": NOUL}}) for _ in range(4)]
     accepted = [r.json()["id"] for r in answers if r.status_code == 202]
@@ -69,7 +69,7 @@ def test_a_sync_request_behind_more_than_its_timeout_of_work_gets_503_at_once(se
     wait_until(measured, 15, "the worker to publish its drain rate")
     queue = queues.queue_name("english", "sync")
     celery = service_celery(service)
-    with paused(service.worker):
+    with paused(service.worker, service):
         fleet = measured()  # what the API reads too, once its cache of a second has expired
         time.sleep(admission_cache_s + 0.1)
         bound = admission.sync_bound(fleet, 2.0)
@@ -126,7 +126,7 @@ def test_work_taken_or_answered_while_redis_is_full_waits_for_room_and_is_not_lo
     service.wait_healthy()
     first = service.post("/v1/jobs", json=request_body("refund?", q=NOUL)).json()["id"]
     assert service.wait_job(f"/v1/jobs/{first}")["status"] == "done"  # the worker's consumer is connected
-    with paused(worker):
+    with paused(worker, service):
         ids = [service.post("/v1/jobs", json=request_body(f"refund {i}?", q=NOUL)).json()["id"] for i in range(2)]
         fill()
     time.sleep(3)  # the worker goes on: its takes are refused, or its answer waits for room
@@ -154,7 +154,7 @@ def test_an_answer_stored_with_the_next_take_while_redis_is_full_waits_for_room_
     first = service.post("/v1/jobs", json=request_body("refund?", q=NOUL)).json()["id"]
     # taken: its pass now runs for 3 s
     wait_until(lambda: db.zcard(transport.UNACKED_INDEX_KEY) == 1, 2, "the first job taken")
-    with paused(worker):
+    with paused(worker, service):
         second = service.post("/v1/jobs", json=request_body("refund now?", q=NOUL)).json()["id"]
         fill()
         # a filled Redis sits at its bound, where a freed buffer lets the next write through: held well past it

@@ -8,7 +8,6 @@ import contextlib
 import json
 import signal
 import threading
-import time
 
 import pytest
 
@@ -17,7 +16,6 @@ from laya_common.broker import queues, transport
 from service.helpers import NOUL, Service, assert_same_answers, request_body, wait_until
 
 CHUNK = 4  # states between two progress updates of a batch (LAYA_BATCH_CHUNK)
-TAKE_WAIT_S = 1  # kombu's brpop_timeout: how long an idle worker's wait for its model's doorbell lasts
 
 
 @pytest.fixture
@@ -31,14 +29,20 @@ def service(private_db, launcher):
 
 
 @contextlib.contextmanager
-def paused(worker):
+def paused(worker, service: Service):
     """The worker stopped (SIGSTOP) while the block queues work behind it; it goes on afterwards.
 
-    An idle worker's take waits in Redis (BLPOP, then TAKE) whether or not the worker runs; it ends within the
-    wait's timeout (kombu's brpop_timeout, 1 s), after which nothing is taken until the worker goes on.
+    An idle worker's take waits in Redis (BLPOP on its doorbell, then TAKE) whether or not the worker runs, and would
+    take what is queued meanwhile: the block begins once no client of the service's database is blocked in Redis.
     """
     worker.popen.send_signal(signal.SIGSTOP)
-    time.sleep(TAKE_WAIT_S + 0.5)
+    redis = service.redis()
+    db = redis.connection_pool.connection_kwargs.get("db", 0)
+    wait_until(
+        lambda: not any("b" in c["flags"] and int(c["db"]) == db for c in redis.client_list()),
+        10,
+        "the stopped worker's wait in Redis to time out",
+    )
     try:
         yield
     finally:
@@ -65,7 +69,7 @@ def test_work_is_taken_sync_first_then_jobs_then_batches_first_in_first_out(serv
         assert r.status_code == 200, r.text
         sync_ids.append(r.headers["x-job-id"])
 
-    with paused(service.worker):
+    with paused(service.worker, service):
         batch = service.post("/v1/batches", json={"states": ["a", "b"], "questions": {"q": NOUL}}).json()["id"]
         jobs = [service.post("/v1/jobs", json=request_body(f"job {i}", q=NOUL)).json()["id"] for i in range(3)]
         callers = []
@@ -105,7 +109,7 @@ def test_a_sync_request_and_a_job_sent_while_a_long_batch_runs_pass_it(service):
 
 
 def test_cancel_a_queued_job_and_a_queued_batch_they_never_run(service):
-    with paused(service.worker):
+    with paused(service.worker, service):
         job = service.post("/v1/jobs", json=request_body("refund?", q=NOUL)).json()["id"]
         batch = service.post("/v1/batches", json={"states": ["a", "b"], "questions": {"q": NOUL}}).json()["id"]
         assert service.http.delete(service.url(f"/v1/jobs/{job}")).json() == {"id": job, "status": "cancelled"}
