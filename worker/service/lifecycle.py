@@ -538,7 +538,10 @@ class Stored:
 def _taken(result) -> tuple[str, bytes] | None:
     """TAKE's reply in a pipeline run without raising: (queue, message) or None (nothing waits, or a Redis past its
     maxmemory refused it before its pop: the message waits in its queue for a later take)."""
-    if isinstance(result, OutOfMemoryError) or not result:
+    if isinstance(result, OutOfMemoryError):
+        log.warning("laya worker: Redis is past its maxmemory; the next message waits in its queue for room")
+        return None
+    if not result:
         return None
     if isinstance(result, Exception):
         raise result
