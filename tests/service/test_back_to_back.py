@@ -8,18 +8,17 @@ PACE_MS long, as a GPU runs them beside the host, two in flight as the cuda exec
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 import requests
 
 from laya_common import contract
 from laya_common.broker import queues
+from recipe.load import cpu_seconds
 from service.helpers import API_KEY, CHOICE, NOUL, SCORE, Service, post_concurrently, request_body, wait_until
 from service.test_classes_of_work import paused
 
@@ -134,24 +133,19 @@ def test_a_worker_waiting_for_the_next_request_polls_for_its_spin_then_sleeps(pr
     service.wait_healthy()
     body = payloads()[0]
     first = service.post("/v1/systemone", json=body)
-    spinning = cpu_seconds(worker.popen.pid, over_s=0.5)
+    spinning = cpu_seconds_over(worker.popen.pid, 0.5)
     time.sleep(1.5)
-    sleeping = cpu_seconds(worker.popen.pid, over_s=0.5)
+    sleeping = cpu_seconds_over(worker.popen.pid, 0.5)
     again = service.post("/v1/systemone", json=body)
     assert first.status_code == again.status_code == 200 and again.json() == first.json()
     assert spinning > 0.15 and sleeping < 0.05, (spinning, sleeping)
 
 
-def cpu_seconds(pid: int, *, over_s: float) -> float:
+def cpu_seconds_over(pid: int, over_s: float) -> float:
     """The CPU time process `pid` takes over the next `over_s` seconds."""
-
-    def used() -> float:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-    before = used()
+    before = cpu_seconds([pid])
     time.sleep(over_s)
-    return used() - before
+    return cpu_seconds([pid]) - before
 
 
 def test_a_warm_shutdown_under_steady_load_stops_taking_and_loses_nothing(private_db, launcher):
