@@ -1,11 +1,14 @@
 """The readout after the encoder and decision head, in fp32: two launches where torch needs about twenty.
 
-  readout_scores_f32  for every option marker n (row At[n] of the stream X): LayerNorm, the scorer's
+  readout_scores_f32  two kinds of block in one grid, each a few dot products over the hidden size:
+                      for every option marker n (row At[n] of the stream X): LayerNorm, the scorer's
                       first linear and GELU, and its second linear as partial sums, one per block of
-                      hidden columns: P[n, b] = sum over j in block b of gelu(x_n . W1[j] + b1[j]) * w2[j]
+                      hidden columns: P[n, b] = sum over j in block b of gelu(x_n . W1[j] + b1[j]) * w2[j];
+                      and for every request row r, the act head's first linear on its [CLS] row:
+                      U[r, o] = A1[o, :D] . X[r * L]
   readout_heads_f32   one block per request row: the option logits (P summed over blocks in a fixed
                       order, + b2; MASKED_LOGIT past the row's options), their softmax's features and the
-                      act head on [CLS] and those features; Out[r] = logits | softmax(act logits)
+                      act head (U, plus those features' columns of A1); Out[r] = logits | softmax(act logits)
 
 The arithmetic is `worker/engine/executors/reference.py`'s `score_markers` and `act_logits`; sums run in a
 fixed order, so a pass's answers repeat bit for bit. Exact math: exp, log and erf reach the answers.
@@ -20,20 +23,12 @@ PASS_CONFIGS = EXACT_MATH
 
 SHAPES = {"readout_scores_f32": dict(stage="scores"), "readout_heads_f32": dict(stage="heads")}
 
-# scores: 4 markers by 8 hidden columns a block, so one short row's markers already make D / 8 blocks;
-# heads: one block per request row, 4 option logits at a time, and the act head's units in chunks of block_O rows
-# of A1 (each a dot product over the hidden size): optimized takes 32 a chunk over 512 threads, a quarter of the
-# trips (72 -> 54 us on an H100: docs/kernels.md)
+# scores: 4 markers (or 4 [CLS] rows) by 8 hidden columns (or D / 8 of the act head's units) a block, so one short
+# row's markers already make D / 8 blocks; heads: one block per request row, 4 option logits and 8 act logits a trip
 SCORE_TILES = dict(block_N=4, block_J=8, threads=128)
+HEAD_TILES = dict(block_K=4, block_O=8, threads=256)
 TILE_CONFIGS = {
-    "original": {
-        "readout_scores_f32": SCORE_TILES,
-        "readout_heads_f32": dict(block_K=4, block_O=8, threads=256),
-    },
-    "optimized": {
-        "readout_scores_f32": SCORE_TILES,
-        "readout_heads_f32": dict(block_K=4, block_O=32, threads=512),
-    },
+    config: {"readout_scores_f32": SCORE_TILES, "readout_heads_f32": HEAD_TILES} for config in ("original", "optimized")
 }
 
 ACT_HIDDEN = 256  # the act head's hidden width (reference.readout_modules)
@@ -53,8 +48,10 @@ def softmax_statistics(values, n, stat):
 
 
 def scores(D, *, eps, block_N, block_J, threads):
-    M, N = T.dynamic("M"), T.dynamic("N")
+    M, N, R = T.dynamic("M"), T.dynamic("N"), T.dynamic("R")
+    H = ACT_HIDDEN
     n_blocks = D // block_J
+    block_U = -(-H // n_blocks)  # the act head's units a block
 
     @T.prim_func
     def main(
@@ -66,8 +63,13 @@ def scores(D, *, eps, block_N, block_J, threads):
         B1: T.Tensor((D,), accum_dtype),
         W2: T.Tensor((D,), accum_dtype),
         P: T.Tensor((N, n_blocks), accum_dtype),
+        L: T.int32,
+        A1: T.Tensor((H, D + 4), accum_dtype),
+        U: T.Tensor((R, H), accum_dtype),
     ):
-        with T.Kernel(n_blocks, T.ceildiv(N, block_N), threads=threads) as (bx, by):  # bx: columns, by: markers
+        marker_blocks = T.ceildiv(N, block_N)
+        # bx: a block of columns (of W1, or of A1's units); by: markers, then [CLS] rows past marker_blocks
+        with T.Kernel(n_blocks, marker_blocks + T.ceildiv(R, block_N), threads=threads) as (bx, by):
             after_previous_kernel()
             x = T.alloc_fragment((block_N, D), accum_dtype)
             centered = T.alloc_fragment((block_N, D), accum_dtype)
@@ -75,29 +77,42 @@ def scores(D, *, eps, block_N, block_J, threads):
             rstd = T.alloc_fragment((block_N,), accum_dtype)
             column = T.alloc_fragment((block_N,), accum_dtype)
             partial = T.alloc_fragment((block_N,), accum_dtype)
-            for i, k in T.Parallel(block_N, D):
-                x[i, k] = X[At[T.min(by * block_N + i, N - 1)], k]
-            row_statistics(x, mean, rstd, centered, eps)
-            for i in T.Parallel(block_N):
-                partial[i] = 0.0
-            for i, k in T.Parallel(block_N, D):
-                x[i, k] = (x[i, k] - mean[i]) * rstd[i] * NormW[k] + NormB[k]
-            for jj in T.serial(block_J):
-                j = bx * block_J + jj
+            if by < marker_blocks:
                 for i, k in T.Parallel(block_N, D):
-                    centered[i, k] = x[i, k] * W1[j, k]
-                T.reduce_sum(centered, column, dim=1)
+                    x[i, k] = X[At[T.min(by * block_N + i, N - 1)], k]
+                row_statistics(x, mean, rstd, centered, eps)
                 for i in T.Parallel(block_N):
-                    partial[i] = partial[i] + activate(column[i] + B1[j], "gelu") * W2[j]
-            for i in T.Parallel(block_N):
-                if by * block_N + i < N:
-                    P[by * block_N + i, bx] = partial[i]
+                    partial[i] = 0.0
+                for i, k in T.Parallel(block_N, D):
+                    x[i, k] = (x[i, k] - mean[i]) * rstd[i] * NormW[k] + NormB[k]
+                for jj in T.serial(block_J):
+                    j = bx * block_J + jj
+                    for i, k in T.Parallel(block_N, D):
+                        centered[i, k] = x[i, k] * W1[j, k]
+                    T.reduce_sum(centered, column, dim=1)
+                    for i in T.Parallel(block_N):
+                        partial[i] = partial[i] + activate(column[i] + B1[j], "gelu") * W2[j]
+                for i in T.Parallel(block_N):
+                    if by * block_N + i < N:
+                        P[by * block_N + i, bx] = partial[i]
+            else:  # the act head's first linear on [CLS]; its four feature columns wait for the option logits
+                rows = (by - marker_blocks) * block_N
+                for i, k in T.Parallel(block_N, D):
+                    x[i, k] = X[T.min(rows + i, R - 1) * L, k]
+                for uu in T.serial(block_U):
+                    o = T.min(bx * block_U + uu, H - 1)
+                    for i, k in T.Parallel(block_N, D):
+                        centered[i, k] = x[i, k] * A1[o, k]
+                    T.reduce_sum(centered, column, dim=1)
+                    for i in T.Parallel(block_N):
+                        if rows + i < R and bx * block_U + uu < H:
+                            U[rows + i, o] = column[i]
 
     return main
 
 
 def heads(D, *, n_blocks, max_len, block_K, block_O, threads):
-    M, N, R, C, A = T.dynamic("M"), T.dynamic("N"), T.dynamic("R"), T.dynamic("C"), T.dynamic("A")
+    N, R, C, A = T.dynamic("N"), T.dynamic("R"), T.dynamic("C"), T.dynamic("A")
     H = ACT_HIDDEN
 
     @T.prim_func
@@ -108,8 +123,7 @@ def heads(D, *, n_blocks, max_len, block_K, block_O, threads):
         Bias: T.Tensor((N,), accum_dtype),
         LogK: T.Tensor((R,), accum_dtype),
         KFeature: T.Tensor((R,), accum_dtype),
-        X: T.Tensor((M, D), accum_dtype),
-        L: T.int32,
+        U: T.Tensor((R, H), accum_dtype),
         A1: T.Tensor((H, D + 4), accum_dtype),
         AB1: T.Tensor((H,), accum_dtype),
         A2: T.Tensor((A, H), accum_dtype),
@@ -123,10 +137,8 @@ def heads(D, *, n_blocks, max_len, block_K, block_O, threads):
             hidden = T.alloc_shared((H,), accum_dtype)
             parts = T.alloc_fragment((block_K, n_blocks), accum_dtype)
             sums = T.alloc_fragment((block_K,), accum_dtype)
-            prods = T.alloc_fragment((block_O, D), accum_dtype)
-            units = T.alloc_fragment((block_O,), accum_dtype)
             acts = T.alloc_fragment((block_O, H), accum_dtype)
-            act_units = T.alloc_fragment((block_O,), accum_dtype)  # not `units`: its layout follows another reduce
+            act_units = T.alloc_fragment((block_O,), accum_dtype)
             stat = T.alloc_local((6,), accum_dtype)  # max, sum of exp, entropy, top1, top2, p
 
             # the option logits: the scorer's partial sums over column blocks, in block order
@@ -156,22 +168,17 @@ def heads(D, *, n_blocks, max_len, block_K, block_O, threads):
             stat[4] = T.max(stat[4], 0.0)  # one option: the runner-up is 0
             stat[2] = stat[2] / LogK[r]
 
-            # the act head: gelu(A1 . [CLS | top1, top1 - top2, entropy, k / 255] + b1), then A2
-            for oc in T.serial(H // block_O):
-                for i, k in T.Parallel(block_O, D):
-                    prods[i, k] = A1[oc * block_O + i, k] * X[r * L, k]
-                T.reduce_sum(prods, units, dim=1)
-                for i in T.Parallel(block_O):
-                    o = oc * block_O + i
-                    hidden[o] = activate(
-                        units[i]
-                        + A1[o, D] * stat[3]
-                        + A1[o, D + 1] * (stat[3] - stat[4])
-                        + A1[o, D + 2] * stat[2]
-                        + A1[o, D + 3] * KFeature[r]
-                        + AB1[o],
-                        "gelu",
-                    )
+            # the act head: gelu(A1 . [CLS | top1, top1 - top2, entropy, k / 255] + b1), its [CLS] part U, then A2
+            for o in T.Parallel(H):
+                hidden[o] = activate(
+                    U[r, o]
+                    + A1[o, D] * stat[3]
+                    + A1[o, D + 1] * (stat[3] - stat[4])
+                    + A1[o, D + 2] * stat[2]
+                    + A1[o, D + 3] * KFeature[r]
+                    + AB1[o],
+                    "gelu",
+                )
             T.sync_threads()  # every thread has read the option logits: the act logits take their place
             for ac in T.serial(T.ceildiv(A, block_O)):
                 for i, o in T.Parallel(block_O, H):

@@ -95,20 +95,26 @@ def attention(qkv, lens, L, heads, head_dim, window):
 
 
 def readout_partials(X, At, NormW, NormB, W1, B1, W2, n_blocks, eps):
-    """readout_scores_f32: P[n, b] = sum over block b's hidden columns j of
+    """readout_scores_f32's P: P[n, b] = sum over block b's hidden columns j of
     gelu(LN(X[At[n]]) . W1[j] + B1[j]) * W2[j]."""
     hidden = F.gelu(layer_norm(X[At.long()], NormW, NormB, eps) @ W1.float().T + B1.float()) * W2.float()
     return hidden.view(len(At), n_blocks, -1).sum(-1)
 
 
-def readout_heads(P, B2, Keep, Bias, LogK, KFeature, X, L, A1, AB1, A2, AB2, entropy_floor=1e-9):
+def readout_act_units(X, L, R, A1):
+    """readout_scores_f32's U: the act head's first linear on each of R rows' [CLS] (X[r * L]), without the
+    features' last four columns of A1; [R, A1 rows]."""
+    return X[::L][:R] @ A1[:, : X.shape[1]].T
+
+
+def readout_heads(P, B2, Keep, Bias, LogK, KFeature, U, A1, AB1, A2, AB2, entropy_floor=1e-9):
     """readout_heads_f32: per row r of R = len(LogK), its K = len(Keep) / R option logits and the act head's
-    softmax on [CLS] (X[r * L]) and four features of the options' softmax; [R, K + n_act]."""
+    softmax on [CLS] (its part U: readout_act_units) and four features of the options' softmax; [R, K + n_act]."""
     R = LogK.numel()
     logits = Bias.view(R, -1) + (P.sum(-1).view(R, -1) + B2) * Keep.view(R, -1)
     p = torch.softmax(logits, -1)
     entropy = -(p * torch.log(p.clamp_min(entropy_floor))).sum(-1) / LogK
     top2 = p.topk(2, -1).values if p.shape[-1] >= 2 else F.pad(p, (0, 1))
     features = torch.stack([top2[:, 0], top2[:, 0] - top2[:, 1], entropy, KFeature], -1)
-    act = F.gelu(torch.cat([X[::L][:R], features], -1) @ A1.T + AB1) @ A2.T + AB2
+    act = F.gelu(U + features @ A1[:, -4:].T + AB1) @ A2.T + AB2
     return torch.cat([logits, torch.softmax(act, -1)], -1)

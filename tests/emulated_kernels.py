@@ -155,8 +155,9 @@ class _Math:
         Y.copy_(reference.layer_norm(X, W, Bias, self.cfg.norm_eps))
 
     # the readout after the graph
-    def readout_scores_f32(self, X, At, NormW, NormB, W1, B1, W2, P):
+    def readout_scores_f32(self, X, At, NormW, NormB, W1, B1, W2, P, L, A1, U):
         P.copy_(reference.readout_partials(X, At, NormW, NormB, W1, B1, W2, P.shape[1], READOUT_EPS))
+        U.copy_(reference.readout_act_units(X, L, U.shape[0], A1))
 
-    def readout_heads_f32(self, P, B2, Keep, Bias, LogK, KFeature, X, L, A1, AB1, A2, AB2, Out):
-        Out.copy_(reference.readout_heads(P, B2, Keep, Bias, LogK, KFeature, X, L, A1, AB1, A2, AB2))
+    def readout_heads_f32(self, P, B2, Keep, Bias, LogK, KFeature, U, A1, AB1, A2, AB2, Out):
+        Out.copy_(reference.readout_heads(P, B2, Keep, Bias, LogK, KFeature, U, A1, AB1, A2, AB2))

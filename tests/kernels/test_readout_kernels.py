@@ -54,12 +54,13 @@ def _run(kernels, X, L, inputs, weights, poisoned):
     at, keep, bias, log_k, k_feature = inputs
     scores, b2, act = weights
     R, N = log_k.numel(), at.numel()
-    n_blocks = kernels.manifest.entries["readout_scores_f32"].args[-1].shape[1]
-    P, Out = poisoned(N, n_blocks, dtype=torch.float32), poisoned(R, N // R + N_ACT, dtype=torch.float32)
-    kernels.readout_scores_f32(X, at, *scores, P)
-    kernels.readout_heads_f32(P, b2, keep, bias, log_k, k_feature, X, L, *act, Out)
+    n_blocks = next(a.shape[1] for a in kernels.manifest.entries["readout_scores_f32"].args if a.name == "P")
+    P, U = poisoned(N, n_blocks, dtype=torch.float32), poisoned(R, ACT_HIDDEN, dtype=torch.float32)
+    Out = poisoned(R, N // R + N_ACT, dtype=torch.float32)
+    kernels.readout_scores_f32(X, at, *scores, P, L, act[0], U)
+    kernels.readout_heads_f32(P, b2, keep, bias, log_k, k_feature, U, *act, Out)
     torch.cuda.synchronize()
-    return P, Out
+    return P, U, Out
 
 
 @pytest.mark.parametrize(("R", "L", "K"), CASES)
@@ -69,14 +70,15 @@ def test_readout_as_the_fp32_reference(kernels, gen, poisoned, R, L, K):
     scorer, act_head = _modules(D, gen)
     pos, mask = _markers(R, L, K, gen)
     inputs, weights = _host_inputs(pos, mask, L), _weights(scorer, act_head)
-    P, Out = _run(kernels, X, L, inputs, weights, poisoned)
-    assert torch.isfinite(P).all() and torch.isfinite(Out).all(), "unwritten (NaN) outputs"
+    P, U, Out = _run(kernels, X, L, inputs, weights, poisoned)
+    assert all(torch.isfinite(t).all() for t in (P, U, Out)), "unwritten (NaN) outputs"
 
-    # each kernel against its contract (kernels/reference.py), the second on the first's own partial sums
+    # each kernel against its contract (kernels/reference.py), the second on the first's own outputs
     scores, b2, act = weights
     P_ref = reference.readout_partials(X, inputs[0], *scores, P.shape[1], SCORER_EPS)
     assert reference.rel_error(P, P_ref) < 1e-4
-    Out_ref = reference.readout_heads(P, b2, *inputs[1:], X, L, *act)
+    assert reference.rel_error(U, reference.readout_act_units(X, L, R, act[0])) < 1e-4
+    Out_ref = reference.readout_heads(P, b2, *inputs[1:], U, *act)
     torch.testing.assert_close(Out, Out_ref, rtol=1e-5, atol=1e-5)
 
     # both against the worker's fp32 reference: logits at the markers, then the act head's softmax

@@ -76,10 +76,11 @@ class KernelReadout:
         self.b2 = linear2.bias
         self.act = (act1.weight, act1.bias, act2.weight, act2.bias)
         self.n_act = act2.weight.shape[0]
-        n_blocks = kernels.manifest.entries["readout_scores_f32"].args[-1].shape[1]
+        n_blocks = next(a.shape[1] for a in kernels.manifest.entries["readout_scores_f32"].args if a.name == "P")
         device = norm.weight.device
         self.partials = torch.empty(max_markers * n_blocks, dtype=torch.float32, device=device)
         self.n_blocks = n_blocks
+        self.units = torch.empty(max_rows * act1.weight.shape[0], dtype=torch.float32, device=device)
         self.out = torch.empty(max_rows * (max_markers // max_rows + self.n_act), dtype=torch.float32, device=device)
         self._bound: dict[tuple, tuple] = {}
 
@@ -100,8 +101,10 @@ class KernelReadout:
     def _bind(self, x, at, keep, bias, log_k, k_feature, R: int, L: int) -> tuple:
         N = at.numel()
         partials = self.partials[: N * self.n_blocks].view(N, self.n_blocks)
+        act1 = self.act[0]
+        units = self.units[: R * act1.shape[0]].view(R, -1)
         out = self.out[: R * (N // R + self.n_act)].view(R, -1)
         return (
-            self.kernels.readout_scores_f32.bind(x, at, *self.scorer, partials),
-            self.kernels.readout_heads_f32.bind(partials, self.b2, keep, bias, log_k, k_feature, x, L, *self.act, out),
+            self.kernels.readout_scores_f32.bind(x, at, *self.scorer, partials, L, act1, units),
+            self.kernels.readout_heads_f32.bind(partials, self.b2, keep, bias, log_k, k_feature, units, *self.act, out),
         )
