@@ -23,6 +23,9 @@
 # readout-ab   recipe.benchmark (ours alone) with the readout kernels and with --torch-readout, alternating, twice
 # split-ab     recipe.benchmark (ours alone) with --split-k (split-K GEMMs at small M) and --no-split-k, alternating,
 #              twice
+# bench-ab     recipe.benchmark (ours alone): an older tree (LAYA_AB_BASE_TREE, as same-answers; its worker, laya_common,
+#              recipe, bundle and kernels suffice) on a bundle built from it (LAYA_AB_BASE_BUNDLE, prepared here)
+#              alternating with this one on bundles/optimized, twice: for a kernel change that changed entry points
 # load-ab      recipe/ab.sh --own-stack with recipe.load (1, 8, 32 clients, one worker): an older tree of the
 #              service (LAYA_AB_BASE, as overhead-ab) alternating with this one, twice
 # service      recipe/gpu_service.sh: laya-stack with the cuda executor, compare_with_backend, a job, a batch
@@ -43,7 +46,7 @@
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
-[ "${1:-}" = "--help" ] && { sed -n 2,40p "$0"; exit 0; }
+[ "${1:-}" = "--help" ] && { sed -n "/^set -uo/q;2,\$p" "$0"; exit 0; }
 out=${1:?usage: recipe/gpu_session.sh OUT [STEP ...]}
 shift
 work=/tmp/gpu-session
@@ -99,6 +102,15 @@ for s in $steps; do
                   --bundle "$optimized" --split-k --output "$work/split-ab/split-$round"
                 step "split-ab-accumulate-$round" 150 python3 -m recipe.benchmark --checkpoint "$ckpt" \
                   --bundle "$optimized" --no-split-k --output "$work/split-ab/accumulate-$round"
+              done ;;
+    bench-ab) base_bundle=$LAYA_GPU_WORKDIR/large/$(basename "${LAYA_AB_BASE_BUNDLE:?a bundle built from the base tree}")
+              step bench-ab-prepare 150 python3 -m recipe.gpu_workdir "large:$LAYA_AB_BASE_BUNDLE"
+              for round in 1 2; do
+                step "bench-ab-base-$round" 150 bash -c 'cd "$1" && PYTHONPATH=$PWD:$PYTHONPATH python3 -m recipe.benchmark \
+                  --checkpoint "$2" --bundle "$3" --output "$4"' _ "${LAYA_AB_BASE_TREE:-ab_base/full}" "$ckpt" \
+                  "$base_bundle" "$work/bench-ab/base-$round"
+                step "bench-ab-this-$round" 150 python3 -m recipe.benchmark --checkpoint "$ckpt" --bundle "$optimized" \
+                  --output "$work/bench-ab/this-$round"
               done ;;
     load-ab) step load-ab 480 recipe/ab.sh --own-stack "${LAYA_AB_BASE:-ab_base/tree}" "$ckpt" "$optimized" \
                "$work/load-ab" 2 python3 -m recipe.load --checkpoint "$ckpt" --inputs 1x77 --clients 1,8,32 --seconds 8 \
