@@ -53,10 +53,8 @@ _SMALL_PREFETCH = dict(_SMALL, num_stages=3, prefetch=True)
 # 128 x 64 tiles up to M = 384, where ceil(M / 128) x 41 tiles still fit the 132 SMs in one wave. The fastest of
 # the H200 tile sweeps: docs/records/wide-wgmma-sweep-h200-2026-12-04.csv, geglu-boundary-h200-2026-12-04.csv.
 _JOINT = dict(block_K=64, store="shared", joint=True)
-# Up to M = 128, the weights on the wgmma's M side (gemm_geglu_swapped): 32 rows of each half a block, 82 blocks.
 _GEGLU = [
-    dict(max_m=64, swapped=True, block_W=32, block_T=64),
-    dict(max_m=128, swapped=True, block_W=32, block_T=128),
+    dict(_JOINT, max_m=128, block_M=64, block_N=64, num_stages=4, threads=128, swizzle=10),
     dict(_JOINT, max_m=384, block_M=128, block_N=64, num_stages=4, threads=256, swizzle=10, warps="rows"),
     dict(_JOINT, max_m=None, block_M=128, block_N=128, num_stages=3, threads=256, warps="rows"),
 ]
@@ -270,41 +268,6 @@ def gemm_geglu(
     return main
 
 
-def gemm_geglu_swapped(F, K, *, block_W=32, block_T=128, block_K=64, num_stages=4, threads=128):
-    """gemm_geglu's product for M <= block_T, with the weights as the wgmma's M side: a block takes block_W rows of
-    each half of Wi (one 2 * block_W-row tile, the activated half's rows over the gate's) and every token as its N
-    side, so that each weight byte is read once however M falls against a tile (a 64-row token tile reads every
-    weight twice at M = 80) and F / block_W blocks share the stream, num_stages K steps in flight each."""
-    M = T.dynamic("M")
-
-    @T.prim_func
-    def main(
-        A: T.Tensor((M, K), dtype),
-        Wi: T.Tensor((2 * F, K), dtype),
-        C: T.Tensor((M, F), dtype),
-    ):
-        with T.Kernel(T.ceildiv(F, block_W), threads=threads) as bx:
-            W_shared = T.alloc_shared((2 * block_W, block_K), dtype)
-            A_shared = T.alloc_shared((block_T, block_K), dtype)
-            acc = T.alloc_fragment((2 * block_W, block_T), accum_dtype)
-            out = T.alloc_shared((block_T, 2 * block_W), accum_dtype)  # transposed: a token's row read across lanes
-            after_previous_kernel()
-            T.clear(acc)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
-                cols = slice(k * block_K, (k + 1) * block_K)
-                T.copy(Wi[bx * block_W : (bx + 1) * block_W, cols], W_shared[0:block_W, :])
-                T.copy(Wi[F + bx * block_W : F + (bx + 1) * block_W, cols], W_shared[block_W : 2 * block_W, :])
-                T.copy(A[0, k * block_K], A_shared)  # rows past M: zeros
-                T.gemm(W_shared, A_shared, acc, transpose_B=True)
-            for i, t in T.Parallel(2 * block_W, block_T):
-                out[t, i] = acc[i, t]
-            for t, i in T.Parallel(block_T, block_W):
-                if t < M and bx * block_W + i < F:
-                    C[t, bx * block_W + i] = T.cast(activate(out[t, i], "gelu") * out[t, block_W + i], dtype)
-
-    return main
-
-
 def split_steps(K: int, block_K: int, splits: int) -> tuple[int, int]:
     """(slices, K steps a slice): `splits` slices of K at most, every one holding at least one step."""
     k_steps = -(-K // block_K)
@@ -351,8 +314,6 @@ def build(name: str, D: int, F: int, tier: dict):
     shape = SHAPES[name](D, F)
     tiles = {k: v for k, v in tier.items() if k != "max_m"}
     if shape.pop("geglu", False):
-        if tiles.pop("swapped", False):
-            return gemm_geglu_swapped(shape["N"], shape["K"], **tiles)
         return gemm_geglu(shape["N"], shape["K"], **tiles)
     if shape.pop("split", False):
         return gemm_split_k(shape["N"], shape["K"], **tiles)
