@@ -318,7 +318,6 @@ def main(args: argparse.Namespace) -> int:
         cublas=not args.tilelang_only,
         torch_readout=args.torch_readout,
         split_k=args.split_k,
-        l2_prefetch=args.l2_prefetch,
     )
     t0 = time.perf_counter()
     systems = {OURS: Ours(args.checkpoint, args.executor, options)}
@@ -374,9 +373,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--eager", action="store_true", help="cuda executor without CUDA graphs")
     p.add_argument("--original-rope", action="store_true", help="cuda executor with the table RoPE")
     p.add_argument("--tilelang-only", action="store_true", help="every GEMM on the bundle's kernels (no cuBLAS)")
-    p.add_argument(
-        "--l2-prefetch", action="store_true", help="a side stream reads each layer's weights into L2 ahead of it"
-    )
     p.add_argument(
         "--split-k",
         action=argparse.BooleanOptionalAction,

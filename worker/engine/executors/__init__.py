@@ -29,7 +29,6 @@ class ExecutorOptions:
     cublas: bool = True  # cuda: let the routing table send GEMMs to cuBLAS
     torch_readout: bool = False  # cuda: the scorer and act head in torch ops instead of the bundle's two kernels
     split_k: bool | None = None  # cuda: the split-K GEMMs at small M as the routing table says, always or never
-    l2_prefetch: bool = False  # cuda: a side stream reads each encoder layer's weights into L2 half a layer ahead
 
 
 @dataclass(frozen=True)
@@ -135,5 +134,4 @@ def _cuda(cfg: ModelConfig, weights: dict, options: ExecutorOptions, kernels) ->
         routes=routes,
         rope_tables=tables,
         torch_readout=options.torch_readout,
-        l2_prefetch=options.l2_prefetch,
     )

@@ -46,13 +46,11 @@ class Chain:
         *,
         rope_entry: str,
         rope: dict[str, tuple[Tensor, ...]],
-        l2_prefetch: L2Prefetch | None = None,
     ) -> None:
         """`kernels`: the bundle's loaded kernels; `rope`: per layer kind, the arguments `rope_entry` takes
-        between QKV and L; `l2_prefetch`: where given, each layer's weights are read into L2 ahead of its GEMMs."""
+        between QKV and L."""
         self.cfg, self.kernels, self.weights, self.ws, self.inputs = cfg, kernels, weights, ws, inputs
         self.routes, self.rope_entry, self.rope = routes, rope_entry, rope
-        self.l2_prefetch = l2_prefetch
 
     def steps(self, R: int, L: int) -> list[Step]:
         """Every launch of one forward pass over R rows of L tokens, arguments bound to the static buffers."""
@@ -62,23 +60,17 @@ class Chain:
         G = ws.view("G", M, self.cfg.intermediate_size)
         H = ws.view("G", M, 4 * self.cfg.hidden_size)  # the head's FFN activations share G's buffer
         steps = [self._kernel("embed_norm_bf16", ids, w.embedding, w.embedding_norm, X, Y)]
-        prefetch = self.l2_prefetch
         for i, layer in enumerate(w.layers):
             kind = "global" if layer.is_global else "local"
-            after = w.layers[i + 1] if i + 1 < len(w.layers) else None
-            nxt = after.attn_norm if after else w.final_norm
+            nxt = w.layers[i + 1].attn_norm if i + 1 < len(w.layers) else w.final_norm
             steps += [
-                *([prefetch.fork(layer.wi, layer.wo2)] if prefetch else []),
                 self._gemm("gemm_qkv_bf16", Y, layer.wqkv, QKV),
                 self._kernel(self.rope_entry, QKV, *self.rope[kind], L),
                 self._kernel(f"attn_fwd_{kind}_bf16", QKV, lens, L, O),
                 *self._into_stream("gemm_attn_out", O, layer.wo, X, layer.mlp_norm, Y),
-                *([prefetch.fork(after.wqkv, after.wo)] if prefetch and after else []),
                 self._geglu(Y, layer.wi, G),
                 *self._into_stream("gemm_mlp_out", G, layer.wo2, X, nxt, Y),
             ]
-        if prefetch:
-            steps.append(prefetch.join())
         # the head's stream starts as bf16(final_norm(x)) + the question type's embedding, in X's buffer
         first = w.head[0]
         steps.append(self._kernel("type_add_norm_bias_bf16", qtype, L, w.type_emb, first.n1_w, first.n1_b, X, Y))
@@ -153,39 +145,6 @@ def partials_size(manifest) -> int:
 def _partials_shape(entry) -> tuple:
     """A split-K entry's P: (slices, "M", N)."""
     return next(a.shape for a in entry.args if a.name == "P")
-
-
-class L2Prefetch:
-    """Weights read into L2 on a side stream while the main stream runs the layer before their GEMMs: a copy of one
-    element of every 32-byte sector (DRAM reaches L2 a sector at a time) into a scratch buffer. The side stream
-    starts each read after the main stream's work so far, and joins it at the end of the encoder (capturable)."""
-
-    SECTOR = 16  # bf16 elements in a 32-byte sector
-
-    def __init__(self, weights: DeviceWeights, device: torch.device) -> None:
-        largest = max(w.numel() for layer in weights.layers for w in (layer.wqkv, layer.wo, layer.wi, layer.wo2))
-        self.scratch = torch.empty(-(-largest // self.SECTOR), dtype=torch.bfloat16, device=device)
-        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-
-    def fork(self, *weights: Tensor) -> Step:
-        sectors = [w.view(-1)[:: self.SECTOR] for w in weights]
-
-        def run() -> None:
-            if self.stream is None:
-                return
-            self.stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(self.stream):
-                for s in sectors:
-                    self.scratch[: s.numel()].copy_(s)
-
-        return Step("l2_prefetch", "torch", run)
-
-    def join(self) -> Step:
-        def run() -> None:
-            if self.stream is not None:
-                torch.cuda.current_stream().wait_stream(self.stream)
-
-        return Step("l2_prefetch_join", "torch", run)
 
 
 class Step:

@@ -27,7 +27,7 @@ from torch import Tensor
 from laya_common.contract import LIMITS
 from laya_common.model import ModelConfig
 from worker.engine.batch import Admits, Batch, Executor, Outputs
-from worker.engine.executors.chain import Chain, L2Prefetch, Step, partials_size, split_entries_lacking
+from worker.engine.executors.chain import Chain, Step, partials_size, split_entries_lacking
 from worker.engine.executors.device_weights import DeviceWeights, Workspaces
 from worker.engine.executors.gemm_routes import CUBLAS, GemmRoutes
 from worker.engine.executors.readout import INPUT_DTYPES, KernelReadout, Readout, host_inputs
@@ -123,13 +123,11 @@ class CudaExecutor(Executor):
         routes: GemmRoutes | None = None,
         rope_tables: dict[str, tuple[Tensor, Tensor]] | None = None,
         torch_readout: bool = False,
-        l2_prefetch: bool = False,
     ) -> None:
         """`kernels`: a loaded `bundle.loader.Kernels` (its `init()` runs here, the first CUDA work).
 
         `rope_tables` (kind -> cos, sin as [max_len, head_dim] fp32) are needed with `original_rope`.
         `torch_readout`: the scorer and act head in torch ops (about 20 launches) instead of two kernels.
-        `l2_prefetch`: a side stream reads each encoder layer's weights into L2 half a layer before its GEMMs.
         """
         self.cfg, self.kernels = cfg, kernels
         self.device = torch.device(device)
@@ -188,7 +186,6 @@ class CudaExecutor(Executor):
             self.routes,
             rope_entry=self.rope_entry,
             rope=self._rope_arguments(rope_tables),
-            l2_prefetch=L2Prefetch(self.weights, self.device) if l2_prefetch else None,
         )
         self._bytes_resident = self._allocated() - allocated0
         self._plans: dict[tuple[int, int], list[Step]] = {}
