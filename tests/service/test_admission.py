@@ -133,7 +133,7 @@ def test_work_taken_or_answered_while_redis_is_full_waits_for_room_and_is_not_lo
         db.config_set("maxmemory", db.info("memory")["used_memory"] // 2)
     # premise: the worker goes on and meets the full Redis (its takes are refused, or its answer waits for room)
     wait_until(lambda: "past its maxmemory" in worker.tail(), 20, "the worker to meet the full Redis")
-    time.sleep(1)
+    time.sleep(1)  # a second more against the full Redis: the worker keeps retrying and does not exit
     assert worker.popen.poll() is None, worker.tail()
     db.config_set("maxmemory", "16mb")
     db.delete(*db.keys("filler:*"))

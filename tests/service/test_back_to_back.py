@@ -204,9 +204,8 @@ def test_a_request_launched_behind_a_pass_that_fails_the_executor_is_answered_by
     service.wait_healthy()
     redis, sync = service.redis(), queues.queue_name("english", "sync")
     with ThreadPoolExecutor(2) as pool:
-        with paused(
-            failing, service
-        ):  # both queued, so the second is taken and launched while the first one's pass runs
+        # both queued, so the second is taken and launched while the first one's pass runs
+        with paused(failing, service):
             calls = [pool.submit(service.post, "/v1/systemone", json=body) for body in payloads()[:2]]
             wait_until(lambda: redis.llen(sync) == 2, 10, "both requests queued")
         assert failing.popen.wait(60) == 1, failing.tail()
