@@ -39,6 +39,8 @@
 # abba-graphs  recipe.abba, CUDA graphs;   abba-eager: the same without graphs
 # kernels      tests/kernels on the original and optimized bundles (LAYA_TEST_BUNDLES: others)
 # profile      recipe.engine_profile: host functions and every launch of the chain
+# ncu          recipe/chain_ncu.sh: Nsight Compute inside two layers' kernels at 1x80, 1x16, 1x80 with split-K and
+#              16x512 (LAYA_NCU_BUCKETS)
 # profile-load recipe/profile_load.sh: 32 sync clients on one worker while py-spy samples the worker
 # routes       recipe.gemm_routes: each GEMM on the bundle's kernel against cuBLAS
 # sweep        recipe.tile_sweep: the candidate bundles in bundles/sweep timed beside bundles/optimized, and
@@ -135,6 +137,7 @@ for s in $steps; do
                   --original "$original" --output "$work/abba-eager" --eager ;;
     profile) step profile 90 python3 -m recipe.engine_profile --checkpoint "$ckpt" --bundle "$optimized" \
                --output "$work/profile" ;;
+    ncu) step ncu 420 recipe/chain_ncu.sh "$ckpt" "$optimized" "$work/ncu" ${LAYA_NCU_BUCKETS:-1x80 1x16 1x80:split 16x512} ;;
     profile-load) step profile-load 150 recipe/profile_load.sh "$work/profile-load" ;;
     routes) step routes 90 python3 -m recipe.gemm_routes --bundle bundles/optimized --output "$work/routes" ;;
     sweep) step sweep 240 python3 -m recipe.tile_sweep time bundles/sweep --baseline bundles/optimized \
