@@ -105,20 +105,17 @@ def gemm(
     warps="square",
     prefetch=False,
     accumulate=False,
-    tiled=False,
 ):
     """C[M, N] = act(A[M, K] @ W[N, K]^T (+ Bias[N])); the Bias argument exists only when `bias`.
 
     `accumulate`: C is the fp32 residual stream and the product is added into it, C += A @ W^T (+ Bias), with no
     bf16 rounding of the layer's output (what cuBLAS does for the executor with an fp32 output and beta = 1).
-    `warps`, `prefetch`, `tiled` (W as [N / 64, K / 64, 64, 64]): as gemm_geglu's."""
+    `warps`, `prefetch`: as gemm_geglu's."""
     assert act in ACTIVATIONS, act
     assert act == "none" or not accumulate, "an activation applies to a layer's output, not to the stream"
-    assert not tiled or (block_N == block_K == 64 and not prefetch), "tiled: 64 x 64 weight tiles"
     policy = WARP_POLICIES[warps]
     M = T.dynamic("M")
     k_steps = -(-K // block_K)
-    w_shape = (N // 64, K // 64, 64, 64) if tiled else (N, K)
 
     @T.macro
     def tile(A, W, Bias, C):
@@ -140,7 +137,7 @@ def gemm(
                         A_shared, W_slice[:, k * block_K : (k + 1) * block_K], C_local, transpose_B=True, policy=policy
                     )
                 else:
-                    T.copy(W[bx, k, 0:64, 0:64] if tiled else W[bx * block_N, k * block_K], W_shared)
+                    T.copy(W[bx * block_N, k * block_K], W_shared)
                     T.gemm(A_shared, W_shared, C_local, transpose_B=True, policy=policy)
             if bias or act != "none":
                 for i, j in T.Parallel(block_M, block_N):
@@ -159,7 +156,7 @@ def gemm(
         @T.prim_func
         def main(
             A: T.Tensor((M, K), dtype),
-            W: T.Tensor(w_shape, dtype),
+            W: T.Tensor((N, K), dtype),
             Bias: T.Tensor((N,), accum_dtype),
             C: T.Tensor((M, N), out_dtype),
         ):
@@ -168,7 +165,7 @@ def gemm(
     else:
 
         @T.prim_func
-        def main(A: T.Tensor((M, K), dtype), W: T.Tensor(w_shape, dtype), C: T.Tensor((M, N), out_dtype)):
+        def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K), dtype), C: T.Tensor((M, N), out_dtype)):
             tile(A, W, None, C)
 
     return main
@@ -188,7 +185,6 @@ def gemm_geglu(
     warps="square",
     joint=False,
     prefetch=False,
-    tiled=False,
 ):
     """ModernBERT's GLU up-projection: C[M, F] = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T), GELU on the first half.
 
@@ -202,22 +198,18 @@ def gemm_geglu(
     `prefetch` (with `joint`; for small M, where a pass streams weights): the block's whole weight slice [2 *
     block_N, K] is fetched into shared memory before the wait for the previous kernel, which no weight depends
     on, so the fetch overlaps that kernel's tail; only A is pipelined.
-    `tiled` (with `joint`, block_N = block_K = 64): Wi comes pre-tiled, [2F / 64, K / 64, 64, 64] (row block, K block,
-    row, column), so that each K step's weight tile is one contiguous 8 KB read rather than 64 rows of 128 bytes.
     """
     assert store in ("fragment", "shared"), store
     assert joint or not prefetch, "prefetch keeps the joint weight tile"
     # the rasterization renumbers the blocks after the prefetch has used their numbers
     assert not (prefetch and swizzle), "prefetch fetches by the launch order's block numbers: no swizzle"
     policy = WARP_POLICIES[warps]
-    assert not tiled or (joint and block_N == block_K == 64 and not prefetch), "tiled: joint 64 x 64 weight tiles"
     M = T.dynamic("M")
-    wi_shape = (2 * F // 64, K // 64, 64, 64) if tiled else (2 * F, K)
 
     @T.prim_func
     def main(
         A: T.Tensor((M, K), dtype),
-        Wi: T.Tensor(wi_shape, dtype),
+        Wi: T.Tensor((2 * F, K), dtype),
         C: T.Tensor((M, F), dtype),
     ):
         with T.Kernel(T.ceildiv(F, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
@@ -248,10 +240,6 @@ def gemm_geglu(
                 T.copy(A[by * block_M, k * block_K], A_shared)
                 if prefetch:
                     T.gemm(A_shared, W_slice[:, k * block_K : (k + 1) * block_K], acc, transpose_B=True, policy=policy)
-                elif tiled:
-                    T.copy(Wi[bx, k, 0:64, 0:64], W_shared[0:block_N, :])
-                    T.copy(Wi[F // 64 + bx, k, 0:64, 0:64], W_shared[block_N : 2 * block_N, :])
-                    T.gemm(A_shared, W_shared, acc, transpose_B=True, policy=policy)
                 elif joint:
                     T.copy(
                         Wi[bx * block_N : (bx + 1) * block_N, k * block_K : (k + 1) * block_K], W_shared[0:block_N, :]

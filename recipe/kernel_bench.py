@@ -123,7 +123,8 @@ def weight_copies(kernels: Kernels, name: str) -> int:
     weight = _weight_arg(kernels.manifest.entries[name])
     if weight is None:
         return 1
-    return min(64, math.ceil(COLD_BYTES / (math.prod(weight.shape) * 2)))
+    n, k = weight.shape
+    return min(64, math.ceil(COLD_BYTES / (n * k * 2)))
 
 
 def _weight_arg(entry):
