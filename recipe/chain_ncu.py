@@ -1,8 +1,7 @@
 """Inside each kernel of two encoder layers of the chain, as Nsight Compute sees it: where a small input's time goes.
 
-    ncu --profile-from-start off --clock-control none --csv --page raw --section SpeedOfLight ... \\
-        python3 -m recipe.chain_ncu run --checkpoint CKPT --bundle BUNDLE --bucket 1x80 > OUT/ncu.csv
-    python -m recipe.chain_ncu summary OUT/ncu.csv OUT/steps.json > OUT/ncu.md
+    recipe/chain_ncu.sh CKPT BUNDLE OUT 1x80 ...     (on the GPU: ncu around `run`, then `summary` of its raw page)
+    python -m recipe.chain_ncu summary OUT/1x80.csv OUT/1x80.steps.json
 
 `run` warms the bucket's graph (valid inputs in place), then launches the chain's steps eagerly up to the third
 layer and, with the profiler on, the steps of layers 2 and 3 (a local and a global layer), once; it writes the
@@ -59,27 +58,6 @@ def run(checkpoint: Path, bundle: Path, bucket: str, steps_out: Path, split_k: b
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()
     steps_out.write_text(json.dumps([[s.entry, s.impl] for s in steps[first:last]], indent=1) + "\n")
-    return 0
-
-
-def kernel(bundle: Path, entry: str, bucket: str, launches: int) -> int:
-    """One entry of the bundle on recipe.kernel_bench's arguments for the bucket, launched `launches` times with
-    the profiler on (ncu --launch-skip picks one: the second sees the first's weights in L2)."""
-    import torch
-
-    from bundle.loader import Kernels
-    from recipe.kernel_bench import make_args
-
-    R, L = map(int, bucket.split("x"))
-    kernels = Kernels(bundle)
-    kernels.init()
-    launch = getattr(kernels, entry).bind(*make_args(kernels, entry, R, L, 0))
-    torch.cuda.synchronize()
-    torch.cuda.profiler.start()
-    for _ in range(launches):
-        launch()
-    torch.cuda.synchronize()
-    torch.cuda.profiler.stop()
     return 0
 
 
@@ -153,11 +131,6 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--bucket", default="1x80", help="rows x tokens (default 1x80)")
     r.add_argument("--steps", type=Path, required=True, help="where the profiled steps' entries go (JSON)")
     r.add_argument("--split-k", action="store_true", help="the split-K GEMMs wherever the bundle has them")
-    k = sub.add_parser("kernel", help="launch one bundle entry under ncu (GPU)")
-    k.add_argument("--bundle", type=Path, required=True, help="a bundle (no checkpoint needed)")
-    k.add_argument("--entry", required=True, help="its entry point, e.g. gemm_geglu_bf16")
-    k.add_argument("--bucket", default="1x80", help="rows x tokens (default 1x80)")
-    k.add_argument("--launches", type=int, default=2, help="launches with the profiler on (default 2)")
     s = sub.add_parser("summary", help="a markdown table from ncu's raw CSV")
     s.add_argument("csv", type=Path, help="ncu --csv --page raw output")
     s.add_argument("steps", type=Path, nargs="?", help="run's --steps file")
@@ -168,8 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "run":
         return run(args.checkpoint, args.bundle, args.bucket, args.steps, args.split_k)
-    if args.command == "kernel":
-        return kernel(args.bundle, args.entry, args.bucket, args.launches)
     sys.stdout.write(summary(args.csv, args.steps))
     return 0
 

@@ -2,7 +2,7 @@
 # Nsight Compute inside two encoder layers' kernels (recipe/chain_ncu.py), one profile a bucket:
 #   recipe/chain_ncu.sh CHECKPOINT BUNDLE OUT BUCKET...     BUCKET: RxL, or RxL:split for the split-K GEMMs
 # OUT/BUCKET.ncu-rep (ncu's report), .csv (its raw page: every metric, one row a kernel), .md (the summary).
-# Clocks are left to the GPU (--clock-control none): the hosts here refuse ncu's clock locking.
+# Clocks are left as the card has them (--clock-control none): the device machines are shared (its METHOD.md).
 set -euo pipefail
 [ "${1:-}" = "--help" ] && { sed -n 2,5p "$0"; exit 0; }
 ckpt=${1:?usage: recipe/chain_ncu.sh CHECKPOINT BUNDLE OUT BUCKET...} bundle=${2:?} out=${3:?}
