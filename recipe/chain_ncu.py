@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import sys
 from pathlib import Path
 
-STEPS_PER_LAYER = 8  # qkv, rope, attention, attn_out, norm, geglu, mlp_out, norm (worker/engine/executors/chain.py)
 FIRST_LAYER = 2  # layers 2 (local) and 3 (global): past the first layer's cold start
 
 COLUMNS = {  # ncu raw metric -> our column
@@ -33,7 +33,8 @@ COLUMNS = {  # ncu raw metric -> our column
     "launch__block_size": "block",
     "launch__registers_per_thread": "regs",
 }
-STALL = "issue_stalled_"  # WarpStateStats' metrics, one a reason a warp waited (their names vary by ncu version)
+# WarpStateStats: the cycles a warp waited for each reason, per issued instruction (less its "not issued" twins)
+STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio")
 
 
 def run(checkpoint: Path, bundle: Path, bucket: str, steps_out: Path, split_k: bool) -> int:
@@ -47,8 +48,8 @@ def run(checkpoint: Path, bundle: Path, bucket: str, steps_out: Path, split_k: b
     executor = engine.executor
     executor.warmup([(R, L)])
     steps = executor._plan((R, L))
-    first = 1 + FIRST_LAYER * STEPS_PER_LAYER
-    last = first + 2 * STEPS_PER_LAYER
+    layer_starts = [i for i, step in enumerate(steps) if step.entry == "gemm_qkv_bf16"]  # each layer opens with QKV
+    first, last = layer_starts[FIRST_LAYER], layer_starts[FIRST_LAYER + 2]
     for step in steps[:first]:
         step()
     torch.cuda.synchronize()
@@ -68,21 +69,6 @@ def _number(text: str) -> float | None:
         return None
 
 
-def _stall_family(header: list[str]) -> dict[str, str]:
-    """{metric: reason} for the largest family of stall metrics among the CSV's columns (one suffix, every
-    reason), leaving out the "not issued" variants."""
-    families: dict[str, dict[str, str]] = {}
-    for name in header:
-        if STALL not in name or "not_issued" in name:
-            continue
-        reason, _, suffix = name.split(STALL, 1)[1].partition(".")
-        for cut in ("_per_warp_active", "_per_issue_active"):
-            if cut in reason:
-                reason, suffix = reason.split(cut)[0], cut + "." + suffix
-        families.setdefault(name.split(STALL)[0] + suffix, {})[name] = reason
-    return max(families.values(), key=len, default={})
-
-
 def summary(ncu_csv: Path, steps_json: Path | None) -> str:
     lines = ncu_csv.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
@@ -90,7 +76,7 @@ def summary(ncu_csv: Path, steps_json: Path | None) -> str:
     header, rows = next(reader), [row for row in reader if row]
     unit = dict(zip(header, rows.pop(0), strict=False)) if rows and not rows[0][0] else {}  # the units row
     rows = [dict(zip(header, row, strict=False)) for row in rows]
-    stall_family = _stall_family(header)
+    stalls_of = {m: found[1] for m in header if (found := STALL.fullmatch(m)) and not found[1].endswith("_not_issued")}
     steps = json.loads(steps_json.read_text()) if steps_json else []
     out = [
         "| # | step | kernel | " + " | ".join(COLUMNS.values()) + " | top stalls (cycles a warp) |",
@@ -109,7 +95,7 @@ def summary(ncu_csv: Path, steps_json: Path | None) -> str:
             elif number is not None and "." in value:
                 value = f"{number:.1f}"
             cells.append(value)
-        stalls = sorted(((reason, _number(row[k]) or 0.0) for k, reason in stall_family.items()), key=lambda kv: -kv[1])
+        stalls = sorted(((reason, _number(row[m]) or 0.0) for m, reason in stalls_of.items()), key=lambda kv: -kv[1])
         top = ", ".join(f"{name} {cycles:.1f}" for name, cycles in stalls[:3] if cycles > 0)
         step = " ".join(steps[i]) if len(steps) == len(rows) else ""  # a step of cuBLAS's may launch two kernels
         name = row.get("Kernel Name", "")[:48]
