@@ -14,6 +14,10 @@ ranges where the bundle's kernel was faster (what `gemm_routes.ACCUMULATE_ON_BUN
 The split-K entries (`*_split_f32`) are timed as the chain runs them, with the norm that sums their slices into the
 stream, against cuBLAS's accumulating GEMM and the plain norm they replace, at every M their tiers admit:
 OUT/split_k.csv (per GEMM and norm pair; what `gemm_routes.SPLIT_ON_BUNDLE` takes).
+
+With `--l2 hot` every launch reads one copy of its weight, which stays in L2 after the first: set beside a cold
+run, the difference is what weights already in L2 (a prefetch) could take off each GEMM. The ranges it writes
+are then not a routing table.
 """
 
 from __future__ import annotations
@@ -52,21 +56,23 @@ def ranges(ms: list[int]) -> list[list[int | None]]:
     return out
 
 
-def main(*, bundle: Path, output: Path) -> int:
+def main(*, bundle: Path, output: Path, l2: str = "cold") -> int:
+    """`l2`: "cold" (weights cycled past L2, as 28 layers of distinct weights are) or "hot" (one copy)."""
+    copies = weight_copies if l2 == "cold" else _one_copy
     output.mkdir(parents=True)
     kernels = Kernels(bundle)
     kernels.init()
     rows, faster = [], {}
     splits = [name for name in kernels.manifest.entries if name.endswith("_split_f32")]
     if splits:
-        time_split_k(kernels, splits, output / "split_k.csv")
+        time_split_k(kernels, splits, output / "split_k.csv", copies)
     gemms = [name for name, e in kernels.manifest.entries.items() if e.family == "gemm" and name not in splits]
     for name in gemms:
         faster[name] = []
         for (R, L), m in zip(SHAPES, M_VALUES, strict=True):
             timed = {}
             for route in ("tilelang", "cublas"):
-                launches, arguments = launches_for(kernels, name, R, L, route)
+                launches, arguments = launches_for(kernels, name, R, L, route, copies(kernels, name))
                 timed[route] = statistics.median(graph_launch_times_us(launches))
                 del arguments  # the tensors the launches were bound to, alive until here
             symbol = kernels.manifest.entries[name].tier_for(m).symbol
@@ -96,6 +102,7 @@ def main(*, bundle: Path, output: Path) -> int:
         "torch": torch.__version__,
         "bundle": kernels.describe(),
         "command": sys.argv,
+        "l2": l2,
         "m_values": M_VALUES,
         "cublas_faster": table,
         "bundle_accumulates_faster": bundle_accumulates,
@@ -105,9 +112,10 @@ def main(*, bundle: Path, output: Path) -> int:
     return 0
 
 
-def time_split_k(kernels: Kernels, splits: list[str], path: Path) -> None:
+def time_split_k(kernels: Kernels, splits: list[str], path: Path, copies) -> None:
     """Each split-K GEMM and the norm summing its slices into the stream, against cuBLAS's accumulating GEMM and
-    the plain norm, per M its tiers admit: microseconds a pair, into `path` (CSV)."""
+    the plain norm, per M its tiers admit: microseconds a pair, into `path` (CSV). `copies(kernels, name)`: how
+    many copies of a weight to cycle through."""
     rows = []
     for name in splits:
         for (R, L), m in zip(SHAPES, M_VALUES, strict=True):
@@ -116,7 +124,7 @@ def time_split_k(kernels: Kernels, splits: list[str], path: Path) -> None:
             timed = {}
             for route in ("split", "cublas"):
                 pairs, held = [], []
-                for copy in range(weight_copies(kernels, name)):
+                for copy in range(copies(kernels, name)):
                     A, W, P = make_args(kernels, name, R, L, copy)
                     X, _, Wn, Bn, Y = make_args(kernels, "split_add_norm_bias_bf16", R, L, copy)
                     held.append((A, W, P, X, Wn, Bn, Y))
@@ -147,11 +155,11 @@ def time_split_k(kernels: Kernels, splits: list[str], path: Path) -> None:
         w.writerows(rows)
 
 
-def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str) -> tuple[list, list]:
-    """Launches of entry `name` at R rows of L tokens, cycling weight copies (the bundle's kernel or cuBLAS),
-    and the argument tensors they are bound to (a bound launch holds their addresses, not the tensors)."""
+def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str, copies: int) -> tuple[list, list]:
+    """Launches of entry `name` at R rows of L tokens, cycling `copies` weight copies (the bundle's kernel or
+    cuBLAS), and the argument tensors they are bound to (a bound launch holds their addresses, not the tensors)."""
     entry = kernels.manifest.entries[name]
-    arg_sets = [make_args(kernels, name, R, L, copy) for copy in range(weight_copies(kernels, name))]
+    arg_sets = [make_args(kernels, name, R, L, copy) for copy in range(copies)]
     made = []
     for i in range(max(10, len(arg_sets))):
         args = arg_sets[i % len(arg_sets)]
@@ -171,13 +179,23 @@ def launches_for(kernels: Kernels, name: str, R: int, L: int, route: str) -> tup
     return made, arg_sets
 
 
+def _one_copy(kernels: Kernels, name: str) -> int:
+    return 1
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser(
         prog="python -m recipe.gemm_routes", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--bundle", type=Path, required=True, help="bundle directory (tables not needed)")
     p.add_argument("--output", type=Path, required=True, help="a directory that does not exist yet")
+    p.add_argument(
+        "--l2",
+        choices=("cold", "hot"),
+        default="cold",
+        help="weights cycled past L2 (cold, the default: as a pass reads them) or one copy kept in L2 (hot)",
+    )
     a = p.parse_args()
     if a.output.exists():
         p.error(f"{a.output} exists; give a fresh directory")
-    sys.exit(main(bundle=a.bundle, output=a.output))
+    sys.exit(main(bundle=a.bundle, output=a.output, l2=a.l2))

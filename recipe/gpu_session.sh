@@ -43,6 +43,7 @@
 #              16x512 (LAYA_NCU_BUCKETS)
 # profile-load recipe/profile_load.sh: 32 sync clients on one worker while py-spy samples the worker
 # routes       recipe.gemm_routes: each GEMM on the bundle's kernel against cuBLAS
+# routes-hot   the same with every weight kept in L2 (--l2 hot): beside routes, what a prefetch could take off
 # sweep        recipe.tile_sweep: the candidate bundles in bundles/sweep timed beside bundles/optimized, and
 #              their GEMM kernel tests (carry bundles/sweep, built by `python -m recipe.tile_sweep build`)
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
@@ -140,6 +141,8 @@ for s in $steps; do
     ncu) step ncu 420 recipe/chain_ncu.sh "$ckpt" "$optimized" "$work/ncu" ${LAYA_NCU_BUCKETS:-1x80 1x16 1x80:split 16x512} ;;
     profile-load) step profile-load 150 recipe/profile_load.sh "$work/profile-load" ;;
     routes) step routes 90 python3 -m recipe.gemm_routes --bundle bundles/optimized --output "$work/routes" ;;
+    routes-hot) step routes-hot 90 python3 -m recipe.gemm_routes --bundle bundles/optimized --l2 hot \
+                  --output "$work/routes-hot" ;;
     sweep) step sweep 240 python3 -m recipe.tile_sweep time bundles/sweep --baseline bundles/optimized \
              --output "$work/sweep"
            LAYA_TEST_BUNDLES=$(ls -d bundles/sweep/*/ | paste -sd:) step sweep-tests 150 python3 -m pytest -q \
