@@ -63,11 +63,15 @@ _SMALL_PREFETCH = dict(_SMALL, num_stages=3, prefetch=True)
 # rows, so that a K step is one wgmma as wide as both halves; the output tile staged in shared memory for TMA.
 # 128 x 64 tiles up to M = 384, where ceil(M / 128) x 41 tiles still fit the 132 SMs in one wave. The fastest of
 # the H200 tile sweeps: docs/records/wide-wgmma-sweep-h200-2026-12-04.csv, geglu-boundary-h200-2026-12-04.csv.
+# Above M = 1024, 256 x 64 tiles: 41 column tiles cover F = 2624 exactly (128-wide ones leave the 21st half empty),
+# and at M = 8192 1,312 tiles fill 9.94 waves of 132 SMs where 1,344 took 11 (H100: 143.0 against 164.5 us,
+# docs/records/geglu-waves-h100-2026-12-06.json).
 _JOINT = dict(block_K=64, store="shared", joint=True)
 _GEGLU = [
     dict(_JOINT, max_m=128, block_M=64, block_N=64, num_stages=4, threads=128, swizzle=10),
     dict(_JOINT, max_m=384, block_M=128, block_N=64, num_stages=4, threads=256, swizzle=10, warps="rows"),
-    dict(_JOINT, max_m=None, block_M=128, block_N=128, num_stages=3, threads=256, warps="rows"),
+    dict(_JOINT, max_m=1024, block_M=128, block_N=128, num_stages=3, threads=256, warps="rows"),
+    dict(_JOINT, max_m=None, block_M=256, block_N=64, num_stages=3, threads=256, warps="rows"),
 ]
 
 # Split-K at small M: 64 weight rows a block (the wgmma's M side), the tokens as its N side (block_T >= M: the
