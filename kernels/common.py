@@ -29,29 +29,6 @@ def after_previous_kernel():
     T.pdl_trigger()
 
 
-# cp.async.bulk.prefetch.L2 (sm_90): the L2 fetches a range from DRAM while the issuing thread goes on, with no
-# shared memory or registers held; TileLang 0.1.14 has no builtin for it, so kernels that use it carry this prelude
-L2_PREFETCH_PRELUDE = r"""
-__device__ __forceinline__ void laya_prefetch_l2(const void* address, unsigned int bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" : : "l"(address), "r"(bytes) : "memory");
-}
-"""
-L2_PREFETCH_CHUNK = 16384  # bytes a thread asks for in one instruction
-
-
-@T.macro
-def prefetch_rows_l2(W, first, rows, ranges=1, stride=0):
-    """Ask L2 for rows [first + r * stride, first + r * stride + rows) of the row-major W, r < `ranges`, one 16 KB
-    chunk a thread (the kernel must carry L2_PREFETCH_PRELUDE). Nothing waits for it: a later copy of those rows
-    finds them in L2, or in flight there."""
-    per_chunk = L2_PREFETCH_CHUNK // (W.shape[1] * 2)
-    chunks = rows // per_chunk
-    tx = T.get_thread_binding()
-    if tx < ranges * chunks:
-        row = first + (tx // chunks) * stride + (tx % chunks) * per_chunk
-        T.evaluate(T.call_extern("handle", "laya_prefetch_l2", T.address_of(W[row, 0]), L2_PREFETCH_CHUNK))
-
-
 @T.macro
 def row_statistics(x, mean, rstd, scratch, eps):
     """LayerNorm's statistics of each row of the fp32 fragment x ([rows, D]): mean and 1 / sqrt(variance + eps),

@@ -7,18 +7,7 @@ large M uses wide wgmma tiles with a deep TMA pipeline.
 
 import tilelang.language as T
 
-from kernels.common import (
-    ACTIVATIONS,
-    FAST_MATH,
-    L2_PREFETCH_CHUNK,
-    L2_PREFETCH_PRELUDE,
-    MAX_SLICES,
-    accum_dtype,
-    activate,
-    after_previous_kernel,
-    dtype,
-    prefetch_rows_l2,
-)
+from kernels.common import ACTIVATIONS, FAST_MATH, MAX_SLICES, accum_dtype, activate, after_previous_kernel, dtype
 
 PASS_CONFIGS = FAST_MATH
 WARP_POLICIES = {"square": T.GemmWarpPolicy.Square, "rows": T.GemmWarpPolicy.FullRow}
@@ -200,7 +189,6 @@ def gemm_geglu(
     warps="square",
     joint=False,
     prefetch=False,
-    l2_prefetch=False,
 ):
     """ModernBERT's GLU up-projection: C[M, F] = gelu(A @ Wi[:F]^T) * (A @ Wi[F:]^T), GELU on the first half.
 
@@ -214,11 +202,8 @@ def gemm_geglu(
     `prefetch` (with `joint`; for small M, where a pass streams weights): the block's whole weight slice [2 *
     block_N, K] is fetched into shared memory before the wait for the previous kernel, which no weight depends
     on, so the fetch overlaps that kernel's tail; only A is pipelined.
-    `l2_prefetch` (small M): before that wait, the blocks of the first row tile ask L2 for their weight slices (both
-    halves), which the pipeline then copies from L2 rather than DRAM; it holds no shared memory.
     """
     assert store in ("fragment", "shared"), store
-    assert not l2_prefetch or (block_N * K * 2) % L2_PREFETCH_CHUNK == 0, "whole 16 KB chunks a slice"
     assert joint or not prefetch, "prefetch keeps the joint weight tile"
     # the rasterization renumbers the blocks after the prefetch has used their numbers
     assert not (prefetch and swizzle), "prefetch fetches by the launch order's block numbers: no swizzle"
@@ -231,8 +216,7 @@ def gemm_geglu(
         Wi: T.Tensor((2 * F, K), dtype),
         C: T.Tensor((M, F), dtype),
     ):
-        prelude = L2_PREFETCH_PRELUDE if l2_prefetch else None
-        with T.Kernel(T.ceildiv(F, block_N), T.ceildiv(M, block_M), threads=threads, prelude=prelude) as (bx, by):
+        with T.Kernel(T.ceildiv(F, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
             A_shared = T.alloc_shared((block_M, block_K), dtype)
             if prefetch:
                 W_slice = T.alloc_shared((2 * block_N, K), dtype)  # as W_shared below, every K step at once
@@ -250,9 +234,6 @@ def gemm_geglu(
                 acc = T.alloc_fragment((block_M, block_N), accum_dtype)  # the activated half
             acc_g = T.alloc_fragment((block_M, block_N), accum_dtype)  # the gate half (joint: copied out of acc)
             C_shared = T.alloc_shared((block_M, block_N), dtype) if store == "shared" else None
-            # launch-order block numbers: the rasterization below permutes the tiles, so every slice is still asked for
-            if l2_prefetch and by == 0:
-                prefetch_rows_l2(Wi, bx * block_N, block_N, ranges=2, stride=F)  # both halves
             after_previous_kernel()
             if swizzle:
                 T.use_swizzle(panel_size=swizzle)

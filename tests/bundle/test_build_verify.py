@@ -207,23 +207,6 @@ def test_a_prefetching_tier_fetches_its_weights_before_the_wait(tmp_path, capsys
     assert "no swizzle" in capsys.readouterr().err
 
 
-def test_an_l2_prefetching_tier_asks_for_its_weights_before_the_wait(tmp_path, capsys):
-    from bundle.build import main
-
-    geglu = {"max_m": None, "block_M": 64, "block_N": 64, "block_K": 64, "num_stages": 2, "threads": 128}
-    geglu |= {"store": "shared", "joint": True, "swizzle": 10, "l2_prefetch": True}
-    assert main(out=tmp_path / "c", model="tiny", candidates={"gemm_geglu_bf16": [geglu]}) == 0
-    tier = Manifest.read(tmp_path / "c").entries["gemm_geglu_bf16"].tiers[0]
-    source = (tmp_path / "c" / "src" / f"{tier.symbol}.cu").read_text()
-    assert "cp.async.bulk.prefetch.L2.global" in source  # the prelude, defining laya_prefetch_l2
-    body = source[source.index("__launch_bounds__") :]
-    assert body.index("laya_prefetch_l2(") < body.index("cudaGridDependencySynchronize")
-
-    part_chunk = {"gemm_geglu_bf16": [{**geglu, "block_N": 16}]}  # 16 rows of 256 bytes: a quarter of a chunk
-    assert main(out=tmp_path / "d", model="tiny", candidates=part_chunk) == 1
-    assert "whole 16 KB chunks" in capsys.readouterr().err
-
-
 def test_a_sweep_summary_names_the_fastest_bundle_per_shape():
     from recipe.tile_sweep import summarize
 
