@@ -47,7 +47,7 @@ def run(checkpoint: Path, bundle: Path, bucket: str, steps_out: Path, split_k: b
     engine = Engine(checkpoint, executor="cuda", options=ExecutorOptions(bundle=bundle, split_k=split_k or None))
     executor = engine.executor
     executor.warmup([(R, L)])
-    steps = executor._plan((R, L))
+    steps = executor.plan((R, L))
     layer_starts = [i for i, step in enumerate(steps) if step.entry == "gemm_qkv_bf16"]  # each layer opens with QKV
     first, last = layer_starts[FIRST_LAYER], layer_starts[FIRST_LAYER + 2]
     for step in steps[:first]:

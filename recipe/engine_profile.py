@@ -81,7 +81,7 @@ def step_times_us(executor, key: tuple[int, int]) -> list[tuple[str, str, float]
     executor.warmup([key])  # valid inputs in place, the chain run once
     return [
         (step.entry, step.impl, statistics.median(graph_launch_times_us([step] * REPEAT)))
-        for step in executor._plan(key)
+        for step in executor.plan(key)
     ]
 
 

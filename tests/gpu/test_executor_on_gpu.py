@@ -226,7 +226,7 @@ engine = Engine(sys.argv[1], executor="cuda", options=ExecutorOptions(bundle=sys
 payload = {"state": "refund", "questions": {"q": {"type": "noul", "instructions": "x"}}}
 rows = engine.prepare(payload).rows
 batch = Batch.from_rows(rows, engine.tokenizer.pad_id, engine.executor.admits)
-embed = engine.executor._plan(batch.ids.shape)[0]._run  # the first launch: embed_norm, bound to the ids
+embed = engine.executor.plan(batch.ids.shape)[0]._run  # the first launch: embed_norm, bound to the ids
 embed._args = (8,) + embed._args[1:]  # ids at address 8: an illegal address, as a broken kernel would make
 try:
     engine.executor.forward(batch)

@@ -271,7 +271,7 @@ def test_the_warmup_prepares_the_common_buckets_or_every_one(tiny_checkpoint, mo
     executor = emulated_engine(tiny_checkpoint).executor
     prepared = []
     monkeypatch.setattr(executor, "_prime_inputs", lambda R, L: prepared.append((R, L)))
-    monkeypatch.setattr(executor, "_plan", lambda key: [])
+    monkeypatch.setattr(executor, "plan", lambda key: [])
     lengths = executor._token_buckets()
     executor.warmup()
     common = set(prepared)

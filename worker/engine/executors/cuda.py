@@ -278,7 +278,7 @@ class CudaExecutor(Executor):
     def _run(self, R: int, L: int) -> None:
         key = (R, L)
         if not self.graphs:
-            for step in self._plan(key):
+            for step in self.plan(key):
                 step()
             return
         graph = self._graphs.get(key)
@@ -295,7 +295,7 @@ class CudaExecutor(Executor):
         graph.replay()
 
     def _capture(self, key: tuple[int, int]) -> torch.cuda.CUDAGraph:
-        steps = self._plan(key)
+        steps = self.plan(key)
         stream = self._capture_stream
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
@@ -333,7 +333,7 @@ class CudaExecutor(Executor):
             if self.graphs:
                 self._capture((R, L))
             else:
-                for step in self._plan((R, L)):
+                for step in self.plan((R, L)):
                     step()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -346,7 +346,9 @@ class CudaExecutor(Executor):
 
     # ---- the chain of launches
 
-    def _plan(self, key: tuple[int, int]) -> list[Step]:
+    def plan(self, key: tuple[int, int]) -> list[Step]:
+        """Every launch of a pass over the (rows, tokens) bucket `key`, bound to the static buffers (built once a
+        bucket); the profiling recipes time and profile these steps one by one."""
         steps = self._plans.get(key)
         if steps is None:
             steps = self._plans[key] = self.chain.steps(*key)
