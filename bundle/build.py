@@ -54,7 +54,7 @@ def main(
 def build(
     out: Path, *, tile_config: str, jobs: int, model: ModelDims, arch: str, candidates: dict | None = None
 ) -> Manifest:
-    """`candidates` ({GEMM entry: [tier, ...]}): a tile sweep's bundle of those entries alone, named
+    """`candidates` ({GEMM or attention entry: [tier, ...]}): a tile sweep's bundle of those entries alone, named
     CANDIDATE_CONFIG, which kernel timings and the kernel tests load and the executor refuses."""
     # imported here: only the build needs TileLang
     import tilelang

@@ -36,10 +36,10 @@ class KernelSpec:
 def kernels(tile_config: str, model: ModelDims, *, candidates: dict | None = None) -> list[KernelSpec]:
     """Every entry point of the bundle, in build order.
 
-    `candidates` ({GEMM entry: [tier, ...]}, a tile sweep's): only those entries, with those tiers.
+    `candidates` ({GEMM or attention entry: [tier, ...]}, a tile sweep's): only those entries, with those tiers.
     """
     if candidates is not None:
-        return _candidate_gemms(candidates, model)
+        return _candidates(candidates, model)
     if tile_config not in TILE_CONFIG_NAMES:
         raise ValueError(f"unknown tile configuration {tile_config!r}; known: {', '.join(TILE_CONFIG_NAMES)}")
     if (model.head_heads, model.head_dim) != (model.num_heads, 64):
@@ -66,10 +66,7 @@ def kernels(tile_config: str, model: ModelDims, *, candidates: dict | None = Non
         )
         add(name, "rope", rope, [KernelTier(None, tiles, make)])
     for name in attention.SHAPES:
-        make = lambda t, name=name: attention.build(  # noqa: E731
-            name, model.num_heads, model.head_dim, window=model.window, tier=t
-        )
-        add(name, "attention", attention, _tiers(attention.TILE_CONFIGS[tile_config][name], make))
+        add(name, "attention", attention, _attention_tiers(name, attention.TILE_CONFIGS[tile_config][name], model))
     readout_tiles = readout.TILE_CONFIGS[tile_config]
     for name in readout.SHAPES:
         make = lambda name=name: readout.build(  # noqa: E731
@@ -88,12 +85,20 @@ def _gemm_tiers(name: str, tiers: list[dict], D: int, F: int) -> list[KernelTier
     return _tiers(tiers, lambda t: gemm.build(name, D, F, t))
 
 
-def _candidate_gemms(candidates: dict, model: ModelDims) -> list[KernelSpec]:
-    unknown = sorted(set(candidates) - set(gemm.SHAPES))
+def _attention_tiers(name: str, tiers: list[dict], model: ModelDims) -> list[KernelTier]:
+    return _tiers(tiers, lambda t: attention.build(name, model.num_heads, model.head_dim, window=model.window, tier=t))
+
+
+def _candidates(candidates: dict, model: ModelDims) -> list[KernelSpec]:
+    unknown = sorted(set(candidates) - set(gemm.SHAPES) - set(attention.SHAPES))
     if unknown:
-        raise ValueError(f"candidate tiers for unknown GEMM entry points: {', '.join(unknown)}")
+        raise ValueError(f"candidate tiers for unknown GEMM or attention entry points: {', '.join(unknown)}")
     D, F = model.hidden_size, model.intermediate_size
     return [
         KernelSpec(name, "gemm", gemm.PASS_CONFIGS, NVCC_FLAGS["gemm"], _gemm_tiers(name, tiers, D, F))
+        if name in gemm.SHAPES
+        else KernelSpec(
+            name, "attention", attention.PASS_CONFIGS, NVCC_FLAGS["attention"], _attention_tiers(name, tiers, model)
+        )
         for name, tiers in candidates.items()
     ]

@@ -45,7 +45,8 @@
 # routes       recipe.gemm_routes: each GEMM on the bundle's kernel against cuBLAS
 # routes-hot   the same with every weight kept in L2 (--l2 hot): beside routes, what a prefetch could take off
 # sweep        recipe.tile_sweep: the candidate bundles in bundles/sweep timed beside bundles/optimized, and
-#              their GEMM kernel tests (carry bundles/sweep, built by `python -m recipe.tile_sweep build`)
+#              their GEMM and attention kernel tests (carry bundles/sweep, built by
+#              `python -m recipe.tile_sweep build`)
 # Each step has a time limit and a log; after each, OUT/gpu-session.tgz holds every output so far and
 # OUT/steps.txt each step's exit status. Checkpoints stay in /tmp/gpu-ckpt for a later call on a warm machine.
 set -uo pipefail
@@ -146,7 +147,7 @@ for s in $steps; do
     sweep) step sweep 240 python3 -m recipe.tile_sweep time bundles/sweep --baseline bundles/optimized \
              --output "$work/sweep"
            LAYA_TEST_BUNDLES=$(ls -d bundles/sweep/*/ | paste -sd:) step sweep-tests 150 python3 -m pytest -q \
-             -p no:cacheprovider -rf tests/kernels/test_gemm.py ;;
+             -p no:cacheprovider -rf tests/kernels/test_gemm.py tests/kernels/test_attention.py ;;
     *) echo "gpu_session: no step $s" | tee -a "$out/steps.txt" ;;
   esac
 done

@@ -1,13 +1,13 @@
-"""A GEMM tile sweep: candidate bundles built here, timed on the GPU beside a baseline bundle.
+"""A GEMM or attention tile sweep: candidate bundles built here, timed on the GPU beside a baseline bundle.
 
     python -m recipe.tile_sweep build recipe/sweeps/geglu-2026-12-03.json bundles/sweep      # TileLang, no GPU
     python -m recipe.tile_sweep time bundles/sweep --baseline bundles/optimized --output OUT   # the GPU, no TileLang
 
-A sweep file is {candidate name: {GEMM entry: [tier, ...]}}; `build` writes one bundle per candidate
+A sweep file is {candidate name: {GEMM or attention entry: [tier, ...]}}; `build` writes one bundle per candidate
 (`laya-bundle build --candidates`), each holding only the entries it names. `time` runs
 recipe.kernel_bench over the baseline and every candidate (OUT/kernel_timings.csv) and writes
 OUT/sweep.csv: per entry and M, each bundle's median in us, the fastest, and its gain on the baseline.
-Correctness is the kernel tests' job: LAYA_TEST_BUNDLES=<candidate dirs> pytest tests/kernels/test_gemm.py.
+Correctness is the kernel tests' job: LAYA_TEST_BUNDLES=<candidate dirs> pytest tests/kernels.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     b = sub.add_parser("build", help="one candidate bundle per entry of a sweep file (needs TileLang and nvcc)")
-    b.add_argument("sweep", type=Path, help="sweep file: {candidate: {GEMM entry: [tier, ...]}}")
+    b.add_argument("sweep", type=Path, help="sweep file: {candidate: {GEMM or attention entry: [tier, ...]}}")
     b.add_argument("out", type=Path, help="directory for the candidate bundles")
     b.add_argument("--jobs", type=int, default=0, help="parallel compiles (default: CPU count)")
     t = sub.add_parser("time", help="time the candidates beside a baseline bundle (needs a CUDA GPU)")

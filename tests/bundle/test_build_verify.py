@@ -180,7 +180,13 @@ def test_a_sweep_candidate_holds_only_its_entries_with_its_tiers(tmp_path, capsy
     assert "tma_store" in source  # the shared-memory epilogue writes C with TMA
 
     assert main(out=tmp_path / "d", model="tiny", candidates={"gemm_nonexistent": [tier]}) == 1
-    assert "unknown GEMM entry points: gemm_nonexistent" in capsys.readouterr().err
+    assert "unknown GEMM or attention entry points: gemm_nonexistent" in capsys.readouterr().err
+
+    attention = {"max_m": None, "block_M": 128, "block_N": 64, "num_stages": 3, "threads": 256}
+    assert main(out=tmp_path / "a", model="tiny", candidates={"attn_fwd_local_bf16": [attention]}) == 0
+    (entry,) = Manifest.read(tmp_path / "a").entries.values()
+    assert (entry.name, entry.family) == ("attn_fwd_local_bf16", "attention")
+    assert entry.tiers[0].tiles == {k: v for k, v in attention.items() if k != "max_m"}
 
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

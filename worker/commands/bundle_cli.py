@@ -96,8 +96,8 @@ def parser() -> argparse.ArgumentParser:
         "--candidates",
         type=Path,
         metavar="JSON",
-        help="a tile sweep: build only the GEMM entry points this file names ({entry: [tier, ...]}), with its "
-        "tiers; recipe.kernel_bench and the kernel tests load such a bundle, the executor does not",
+        help="a tile sweep: build only the GEMM or attention entry points this file names ({entry: [tier, ...]}), "
+        "with its tiers; recipe.kernel_bench and the kernel tests load such a bundle, the executor does not",
     )
     s.set_defaults(func=_build)
 
