@@ -11,7 +11,7 @@ Scores that are masked start at a large finite negative, not -inf, so that a row
 
 import tilelang.language as T
 
-from kernels.common import FAST_MATH, accum_dtype, after_previous_kernel, dtype
+from kernels.common import FAST_MATH, accum_dtype, after_previous_kernel, dtype, share_sm
 
 PASS_CONFIGS = FAST_MATH
 
@@ -27,23 +27,24 @@ SHAPES = {
 # A list of tiers per entry, as for the GEMMs: the loader picks one by M = R * L.
 TILE_CONFIGS = {
     "original": {name: [dict(max_m=None, block_M=64, block_N=64, num_stages=1, threads=128)] for name in SHAPES},
-    # 128-query tiles with two warpgroups from M = 513, where they were faster; 64-query tiles below, where they
+    # 128-query tiles with two warpgroups from M = 513, two blocks an SM so that one's softmax runs beside the
+    # other's wgmmas (H100: docs/records/attention-tiles-h100-2026-12-06.json); 64-query tiles below, where they
     # give the SMs twice the blocks (H200: docs/records/attention-tiles-h200-2026-12-03.json)
     "optimized": {
-        "attn_fwd_global_bf16": [
+        name: [
             dict(max_m=512, block_M=64, block_N=64, num_stages=2, threads=128),
-            dict(max_m=None, block_M=128, block_N=128, num_stages=2, threads=256),
-        ],
-        "attn_fwd_local_bf16": [
-            dict(max_m=512, block_M=64, block_N=64, num_stages=2, threads=128),
-            dict(max_m=None, block_M=128, block_N=64, num_stages=2, threads=256),
-        ],
+            dict(max_m=None, block_M=128, block_N=64, num_stages=2, threads=256, blocks_per_sm=2),
+        ]
+        for name in SHAPES
     },
 }
 
 
-def attention_fwd(H, Dh, *, window, block_M=64, block_N=64, num_stages=1, threads=128):
-    """One (query tile, head, row) per block; online softmax over the key tiles the mask allows."""
+def attention_fwd(H, Dh, *, window, block_M=64, block_N=64, num_stages=1, threads=128, blocks_per_sm=1):
+    """One (query tile, head, row) per block; online softmax over the key tiles the mask allows.
+
+    blocks_per_sm = 2: two blocks share an SM (kernels.common.share_sm), one's softmax beside the other's wgmmas.
+    """
     M = T.dynamic("M")
     R = T.dynamic("R")
     width = 3 * H * Dh
@@ -57,6 +58,8 @@ def attention_fwd(H, Dh, *, window, block_M=64, block_N=64, num_stages=1, thread
         O: T.Tensor((M, H * Dh), dtype),
     ):
         with T.Kernel(T.ceildiv(L, block_M), H, R, threads=threads) as (bx, by, bz):
+            if blocks_per_sm > 1:
+                share_sm(threads, blocks_per_sm)
             after_previous_kernel()
             # bx: tile of queries within the row, by: head, bz: row
             Q_shared = T.alloc_shared((block_M, Dh), dtype)

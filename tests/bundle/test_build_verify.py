@@ -182,11 +182,20 @@ def test_a_sweep_candidate_holds_only_its_entries_with_its_tiers(tmp_path, capsy
     assert main(out=tmp_path / "d", model="tiny", candidates={"gemm_nonexistent": [tier]}) == 1
     assert "unknown GEMM or attention entry points: gemm_nonexistent" in capsys.readouterr().err
 
-    attention = {"max_m": None, "block_M": 128, "block_N": 64, "num_stages": 3, "threads": 256}
+    attention = {"max_m": None, "block_M": 128, "block_N": 64, "num_stages": 2, "threads": 256, "blocks_per_sm": 2}
     assert main(out=tmp_path / "a", model="tiny", candidates={"attn_fwd_local_bf16": [attention]}) == 0
     (entry,) = Manifest.read(tmp_path / "a").entries.values()
     assert (entry.name, entry.family) == ("attn_fwd_local_bf16", "attention")
     assert entry.tiers[0].tiles == {k: v for k, v in attention.items() if k != "max_m"}
+    source = (tmp_path / "a" / "src" / f"{entry.tiers[0].symbol}.cu").read_text()
+    # two blocks an SM: 80 registers a thread at launch (65536 / (2 x 384), to a multiple of 8); the producer
+    # warpgroup gives back (80 - 24) x 128 and the two consumer warpgroups take (104 - 80) x 256, no more
+    assert "__launch_bounds__(384, 2)" in source
+    assert "warpgroup_reg_dealloc<24>" in source and "warpgroup_reg_alloc<104>" in source
+
+    three = {**attention, "blocks_per_sm": 3}
+    assert main(out=tmp_path / "b", model="tiny", candidates={"attn_fwd_local_bf16": [three]}) == 1
+    assert "blocks_per_sm must be 2 where given, not 3" in capsys.readouterr().err
 
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
