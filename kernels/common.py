@@ -54,7 +54,7 @@ def consumer_registers(threads: int, blocks_per_sm: int) -> int:
         raise ValueError(f"blocks_per_sm must be 2 where given, not {blocks_per_sm}")
     block_threads = threads + WARPGROUP
     at_launch = REGISTER_FILE // (blocks_per_sm * block_threads) // 8 * 8
-    return min(240, (at_launch * block_threads - WARPGROUP * PRODUCER_REGS) // threads // 8 * 8)
+    return (at_launch * block_threads - WARPGROUP * PRODUCER_REGS) // threads // 8 * 8
 
 
 @T.macro
