@@ -1,6 +1,7 @@
 """A real bundle built on a machine with nvcc and no GPU: library, manifest, tables, verify, tampering."""
 
 import csv
+import json
 import subprocess
 
 import pytest
@@ -259,3 +260,40 @@ def test_a_sweep_summary_of_candidates_for_different_entries_is_one_csv(tmp_path
         by_entry = {r["entry"]: r for r in csv.DictReader(f)}
     assert (by_entry["gemm_geglu_bf16"]["geglu-a_us"], by_entry["gemm_geglu_bf16"]["qkv-a_us"]) == ("8.0", "")
     assert (by_entry["gemm_qkv_bf16"]["best"], by_entry["gemm_qkv_bf16"]["qkv-a_us"]) == ("optimized", "14.0")
+
+
+def _sweep_dir(tmp_path, *names):
+    for name in names:
+        (tmp_path / "sweep" / name).mkdir(parents=True)
+        (tmp_path / "sweep" / name / "manifest.json").write_text(json.dumps({"entries": {"gemm_geglu_bf16": {}}}))
+    return tmp_path / "sweep"
+
+
+def test_a_sweep_names_a_candidate_without_timings_and_summarizes_the_rest(tmp_path, monkeypatch, capsys):
+    from recipe import tile_sweep
+
+    def time_bundle(bundle, entries, output, *, limit_s):  # the GPU's part: one bundle's kernel_bench
+        if bundle.name == "b":
+            return f"no timings after {limit_s:g} s (a kernel that never finishes?)"
+        output.mkdir(parents=True)
+        us = {"optimized": "9.0", "a": "8.0"}[bundle.name]
+        (output / "kernel_timings.csv").write_text(f"bundle,entry,M,median_us\n{bundle.name},{entries[0]},80,{us}\n")
+        return output / "kernel_timings.csv"
+
+    monkeypatch.setattr(tile_sweep, "time_bundle", time_bundle)
+    sweep = _sweep_dir(tmp_path, "a", "b")
+    out = tmp_path / "out"
+    assert tile_sweep.time_candidates(sweep, baseline=tmp_path / "optimized", output=out) == 0
+    assert "b: no timings after 60 s" in capsys.readouterr().err
+    assert (out / "failed.txt").read_text() == "b: no timings after 60 s (a kernel that never finishes?)\n"
+    with open(out / "sweep.csv") as f:
+        (row,) = csv.DictReader(f)
+    assert (row["best"], row["a_us"], "b_us" in row) == ("a", "8.0", False)
+
+
+def test_a_bundle_that_gives_no_timings_says_why(tmp_path):
+    from recipe.tile_sweep import time_bundle
+
+    missing = tmp_path / "no-bundle"
+    assert time_bundle(missing, ["gemm_geglu_bf16"], tmp_path / "a", limit_s=60) == "kernel_bench exited 1"
+    assert time_bundle(missing, ["gemm_geglu_bf16"], tmp_path / "b", limit_s=0.01).startswith("no timings after 0.01 s")
