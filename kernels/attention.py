@@ -11,7 +11,7 @@ Scores that are masked start at a large finite negative, not -inf, so that a row
 
 import tilelang.language as T
 
-from kernels.common import FAST_MATH, accum_dtype, after_previous_kernel, dtype, share_sm
+from kernels.common import FAST_MATH, SHARED_SM_BLOCKS, accum_dtype, after_previous_kernel, dtype, share_sm
 
 PASS_CONFIGS = FAST_MATH
 
@@ -45,6 +45,8 @@ def attention_fwd(H, Dh, *, window, block_M=64, block_N=64, num_stages=1, thread
 
     blocks_per_sm = 2: two blocks share an SM (kernels.common.share_sm), one's softmax beside the other's wgmmas.
     """
+    if blocks_per_sm not in (1, SHARED_SM_BLOCKS):
+        raise ValueError(f"blocks_per_sm must be 1 or {SHARED_SM_BLOCKS}, not {blocks_per_sm}")
     M = T.dynamic("M")
     R = T.dynamic("R")
     width = 3 * H * Dh
@@ -58,8 +60,8 @@ def attention_fwd(H, Dh, *, window, block_M=64, block_N=64, num_stages=1, thread
         O: T.Tensor((M, H * Dh), dtype),
     ):
         with T.Kernel(T.ceildiv(L, block_M), H, R, threads=threads) as (bx, by, bz):
-            if blocks_per_sm > 1:
-                share_sm(threads, blocks_per_sm)
+            if blocks_per_sm == SHARED_SM_BLOCKS:
+                share_sm(threads)
             after_previous_kernel()
             # bx: tile of queries within the row, by: head, bz: row
             Q_shared = T.alloc_shared((block_M, Dh), dtype)

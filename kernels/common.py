@@ -32,28 +32,26 @@ def after_previous_kernel():
 REGISTER_FILE = 65536  # 32-bit registers an SM holds
 WARPGROUP = 128  # threads of the producer warpgroup that TileLang's warp specialization adds to a kernel's
 PRODUCER_REGS = 24
+SHARED_SM_BLOCKS = 2  # three (64-query attention tiles, 136 registers a consumer) hung in a timing loop on an H100
 
 
 @T.macro
-def share_sm(threads: int, blocks_per_sm: int):
+def share_sm(threads: int):
     """Two blocks of a warp-specialized kernel (`threads` consumer threads) on each SM, so that one's epilogue or
     softmax runs beside the other's wgmmas. TileLang's default register split (producer 24, consumers 240) claims
     the whole register file for one block; here the registers are capped at half of it a block, and the consumers
-    take what the producer warpgroup gives back of its share. Three blocks (64-query attention tiles, 136 registers
-    a consumer) hung in a timing loop on an H100, so no more than two."""
-    T.annotate_min_blocks_per_sm(blocks_per_sm)
+    take what the producer warpgroup gives back of its share."""
+    T.annotate_min_blocks_per_sm(SHARED_SM_BLOCKS)
     T.annotate_producer_reg_dealloc(PRODUCER_REGS)
-    T.annotate_consumer_reg_alloc(consumer_registers(threads, blocks_per_sm))
+    T.annotate_consumer_reg_alloc(consumer_registers(threads))
 
 
-def consumer_registers(threads: int, blocks_per_sm: int) -> int:
-    """Registers a consumer thread may take (setmaxnreg) when blocks_per_sm blocks of `threads` consumer threads
+def consumer_registers(threads: int) -> int:
+    """Registers a consumer thread may take (setmaxnreg) when SHARED_SM_BLOCKS blocks of `threads` consumer threads
     and one producer warpgroup share an SM: each block holds its launch share (a multiple of 8 a thread), and what
     the producer releases going down to PRODUCER_REGS is all its consumers can gain; asking more waits forever."""
-    if blocks_per_sm != 2:
-        raise ValueError(f"blocks_per_sm must be 2 where given, not {blocks_per_sm}")
     block_threads = threads + WARPGROUP
-    at_launch = REGISTER_FILE // (blocks_per_sm * block_threads) // 8 * 8
+    at_launch = REGISTER_FILE // (SHARED_SM_BLOCKS * block_threads) // 8 * 8
     return (at_launch * block_threads - WARPGROUP * PRODUCER_REGS) // threads // 8 * 8
 
 

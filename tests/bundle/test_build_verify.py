@@ -196,7 +196,7 @@ def test_a_sweep_candidate_holds_only_its_entries_with_its_tiers(tmp_path, capsy
 
     three = {**attention, "blocks_per_sm": 3}
     assert main(out=tmp_path / "b", model="tiny", candidates={"attn_fwd_local_bf16": [three]}) == 1
-    assert "blocks_per_sm must be 2 where given, not 3" in capsys.readouterr().err
+    assert "blocks_per_sm must be 1 or 2, not 3" in capsys.readouterr().err
 
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
