@@ -33,6 +33,20 @@ def kernels(request):
 
 
 @pytest.fixture
+def entry(kernels):
+    """The declaration of an entry point by name; a tile sweep's candidate bundle holds only the entries it sweeps,
+    so there a missing one skips the test (in any other bundle it fails it)."""
+    from bundle.build import CANDIDATE_CONFIG
+
+    def find(name):
+        if name not in kernels.manifest.entries and kernels.manifest.tile_config == CANDIDATE_CONFIG:
+            pytest.skip(f"candidate bundle {kernels.bundle.name} holds no {name}")
+        return kernels.manifest.entries[name]
+
+    return find
+
+
+@pytest.fixture
 def gen(request):
     """A fresh generator per test, seeded from the OS (every run draws new inputs) or from --seed to replay one.
 

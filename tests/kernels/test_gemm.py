@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-from bundle.build import CANDIDATE_CONFIG
 from kernels import reference
 from kernels.shapes import SHAPES
 from worker.engine.executors.gemm_routes import ACCUMULATING
@@ -21,13 +20,6 @@ GEMMS = (
 )
 
 
-def _entry(kernels, name):
-    """The entry's declaration; a tile sweep's candidate bundle holds only the entries it sweeps."""
-    if name not in kernels.manifest.entries and kernels.manifest.tile_config == CANDIDATE_CONFIG:
-        pytest.skip(f"candidate bundle {kernels.bundle.name} holds no {name}")
-    return kernels.manifest.entries[name]
-
-
 def _weights(shape, gen):
     n, k = shape
     return (torch.randn(n, k, device="cuda", generator=gen) / k**0.5).to(torch.bfloat16)
@@ -35,9 +27,8 @@ def _weights(shape, gen):
 
 @pytest.mark.parametrize(("R", "L"), SHAPES)
 @pytest.mark.parametrize("name", GEMMS)
-def test_gemm(kernels, gen, poisoned, name, R, L):
-    entry = _entry(kernels, name)
-    shapes = {a.name: a.shape for a in entry.args}
+def test_gemm(kernels, entry, gen, poisoned, name, R, L):
+    shapes = {a.name: a.shape for a in entry(name).args}
     M, (N, K) = R * L, shapes["W"]
     A = torch.randn(M, K, device="cuda", generator=gen).to(torch.bfloat16)
     W = _weights((N, K), gen)
@@ -57,9 +48,8 @@ def test_gemm(kernels, gen, poisoned, name, R, L):
 
 @pytest.mark.parametrize(("R", "L"), SHAPES)
 @pytest.mark.parametrize("name", ACCUMULATING)
-def test_gemm_accumulates_into_the_stream(kernels, gen, name, R, L):
-    entry = _entry(kernels, name)
-    shapes = {a.name: a.shape for a in entry.args}
+def test_gemm_accumulates_into_the_stream(kernels, entry, gen, name, R, L):
+    shapes = {a.name: a.shape for a in entry(name).args}
     M, (N, K) = R * L, shapes["W"]
     A = torch.randn(M, K, device="cuda", generator=gen).to(torch.bfloat16)
     W = _weights((N, K), gen)
@@ -75,9 +65,8 @@ def test_gemm_accumulates_into_the_stream(kernels, gen, name, R, L):
 
 
 @pytest.mark.parametrize(("R", "L"), SHAPES)
-def test_gemm_geglu(kernels, gen, poisoned, R, L):
-    entry = _entry(kernels, "gemm_geglu_bf16")
-    two_f, K = entry.args[1].shape
+def test_gemm_geglu(kernels, entry, gen, poisoned, R, L):
+    two_f, K = entry("gemm_geglu_bf16").args[1].shape
     M = R * L
     A = torch.randn(M, K, device="cuda", generator=gen).to(torch.bfloat16)
     Wi = _weights((two_f, K), gen)
