@@ -7,18 +7,7 @@ large M uses wide wgmma tiles with a deep TMA pipeline.
 
 import tilelang.language as T
 
-from kernels.common import (
-    ACTIVATIONS,
-    CONSUMER_REGS,
-    FAST_MATH,
-    MAX_SLICES,
-    PRODUCER_REGS,
-    WARPGROUP,
-    accum_dtype,
-    activate,
-    after_previous_kernel,
-    dtype,
-)
+from kernels.common import ACTIVATIONS, FAST_MATH, MAX_SLICES, accum_dtype, activate, after_previous_kernel, dtype
 
 PASS_CONFIGS = FAST_MATH
 WARP_POLICIES = {"square": T.GemmWarpPolicy.Square, "rows": T.GemmWarpPolicy.FullRow}
@@ -165,11 +154,7 @@ def gemm(
             else:
                 T.copy(C_local, C[by * block_M, bx * block_N])
 
-    return _entry(tile, M, N, K, bias=bias, out_dtype=accum_dtype if accumulate else dtype)
-
-
-def _entry(tile, M, N, K, *, bias: bool, out_dtype: str):
-    """A GEMM entry's prim_func, C[M, N] from A[M, K] and W[N, K] (and Bias[N] when `bias`), around `tile`."""
+    out_dtype = accum_dtype if accumulate else dtype
     if bias:
 
         @T.prim_func
@@ -287,75 +272,6 @@ def gemm_geglu(
     return main
 
 
-def gemm_accumulate_streamed(
-    N, K, *, bias=False, block_M=128, block_N=128, block_K=64, num_stages=4, consumers=2, in_flight=False
-):
-    """C += A @ W^T (+ Bias[N]) into the fp32 stream, C's tile fetched while the K loop runs.
-
-    The warp roles are written out here because TileLang 0.1.14's warp specialization cannot express this: a copy
-    issued before its pipelined loop and waited for after it (the barrier is multi-versioned into the loop or
-    rejected). Warp 0 issues C's tile by TMA and then each K step's A and W slices (`num_stages` deep); `consumers`
-    warpgroups, 64 rows each, run the wgmmas, add C's tile once the product is complete (one rounding, as cuBLAS's
-    beta = 1), and store by TMA. The stream's traffic then overlaps the main loop: the *_acc_f32 kernels' element-wise
-    epilogue read and wrote C one dependent pair at a time, after it."""
-    assert block_M == 64 * consumers, "each consumer warpgroup takes 64 whole rows"
-    M = T.dynamic("M")
-    k_steps = -(-K // block_K)
-    S = num_stages
-    rows = WARP_POLICIES["rows"]
-
-    @T.macro
-    def tile(A, W, Bias, C):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=WARPGROUP * (1 + consumers)) as (bx, by):
-            A_shared = T.alloc_shared((S, block_M, block_K), dtype)
-            W_shared = T.alloc_shared((S, block_N, block_K), dtype)
-            C_shared = T.alloc_shared((block_M, block_N), accum_dtype)
-            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
-            loaded = T.alloc_barrier([32] * S)  # warp 0 arrives when a stage's copies are issued
-            consumed = T.alloc_barrier([WARPGROUP * consumers] * S)
-            stream_loaded = T.alloc_barrier(32)
-            tx = T.get_thread_binding()
-            after_previous_kernel()
-            if tx < 32:
-                T.set_max_nreg(PRODUCER_REGS, 0)
-                tile_rows, tile_cols = slice(by * block_M, (by + 1) * block_M), slice(bx * block_N, (bx + 1) * block_N)
-                T.tma_copy(C[tile_rows, tile_cols], C_shared, barrier=stream_loaded)
-                T.mbarrier_arrive(stream_loaded)
-                for k in T.serial(k_steps):
-                    step = slice(k * block_K, (k + 1) * block_K)
-                    T.mbarrier_wait_parity(consumed[k % S], ((k // S) & 1) ^ 1)
-                    T.tma_copy(A[tile_rows, step], A_shared[k % S, :, :], barrier=loaded[k % S])
-                    T.tma_copy(W[tile_cols, step], W_shared[k % S, :, :], barrier=loaded[k % S])
-                    T.mbarrier_arrive(loaded[k % S])
-            elif tx < WARPGROUP:
-                T.set_max_nreg(PRODUCER_REGS, 0)
-            else:
-                T.set_max_nreg(CONSUMER_REGS, 1)
-                T.clear(C_local)
-                for k in T.serial(k_steps):
-                    T.mbarrier_wait_parity(loaded[k % S], (k // S) & 1)
-                    if in_flight:  # the step's wgmma left running while the next stage is waited for
-                        T.wgmma_gemm(
-                            A_shared[k % S, :, :], W_shared[k % S, :, :], C_local, transpose_B=True, policy=rows
-                        )
-                        T.wait_wgmma(1)
-                        if k > 0:
-                            T.mbarrier_arrive(consumed[(k - 1) % S])
-                    else:
-                        T.gemm(A_shared[k % S, :, :], W_shared[k % S, :, :], C_local, transpose_B=True, policy=rows)
-                        T.mbarrier_arrive(consumed[k % S])
-                if in_flight:
-                    T.wait_wgmma(0)
-                T.mbarrier_wait_parity(stream_loaded, 0)
-                for i, j in T.Parallel(block_M, block_N):
-                    v = C_local[i, j] + Bias[bx * block_N + j] if bias else C_local[i, j]
-                    C_local[i, j] = C_shared[i, j] + v
-                T.copy(C_local, C_shared)
-                T.copy(C_shared, C[by * block_M, bx * block_N])
-
-    return _entry(tile, M, N, K, bias=bias, out_dtype=accum_dtype)
-
-
 def split_steps(K: int, block_K: int, splits: int) -> tuple[int, int]:
     """(slices, K steps a slice): `splits` slices of K at most, every one holding at least one step."""
     k_steps = -(-K // block_K)
@@ -405,7 +321,4 @@ def build(name: str, D: int, F: int, tier: dict):
         return gemm_geglu(shape["N"], shape["K"], **tiles)
     if shape.pop("split", False):
         return gemm_split_k(shape["N"], shape["K"], **tiles)
-    if tiles.pop("streamed", False):
-        assert shape.pop("accumulate", False), f"{name}: only an accumulating GEMM reads C"
-        return gemm_accumulate_streamed(shape.pop("N"), shape.pop("K"), **shape, **tiles)
     return gemm(shape.pop("N"), shape.pop("K"), **shape, **tiles)

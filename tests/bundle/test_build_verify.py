@@ -223,23 +223,6 @@ def test_a_prefetching_tier_fetches_its_weights_before_the_wait(tmp_path, capsys
     assert "no swizzle" in capsys.readouterr().err
 
 
-def test_a_streamed_tier_fetches_the_stream_while_the_k_loop_runs(tmp_path, capsys):
-    from bundle.build import main
-
-    tier = {"max_m": None, "streamed": True, "block_M": 128, "block_N": 64, "block_K": 32, "num_stages": 2}
-    assert main(out=tmp_path / "c", model="tiny", candidates={"gemm_mlp_out_acc_f32": [tier]}) == 0
-    (entry,) = Manifest.read(tmp_path / "c").entries.values()
-    source = (tmp_path / "c" / "src" / f"{entry.tiers[0].symbol}.cu").read_text()
-    body = source[source.index("__launch_bounds__") :]
-    # C's tile is asked for once, after the wait for the previous kernel and before the first K step's slices; the
-    # consumers wait for it only after their last wgmma, and the sum leaves by TMA
-    assert body.index("cudaGridDependencySynchronize") < body.index("tma_load(C_desc") < body.index("tma_load(A_desc")
-    assert body.rindex("wgmma_ss") < body.index("stream_loaded[0].wait") < body.index("tma_store(C_desc")
-
-    assert main(out=tmp_path / "d", model="tiny", candidates={"gemm_mlp_out_bf16": [tier]}) == 1
-    assert "only an accumulating GEMM reads C" in capsys.readouterr().err
-
-
 def test_a_sweep_summary_names_the_fastest_bundle_per_shape():
     from recipe.tile_sweep import summarize
 
