@@ -5,9 +5,21 @@ admitting M up to `max_m` (None: any M): small M uses narrow N tiles so that eve
 large M uses wide wgmma tiles with a deep TMA pipeline.
 """
 
+import tilelang
 import tilelang.language as T
 
-from kernels.common import ACTIVATIONS, FAST_MATH, MAX_SLICES, accum_dtype, activate, after_previous_kernel, dtype
+from kernels.common import (
+    ACTIVATIONS,
+    CONSUMER_REGS,
+    FAST_MATH,
+    MAX_SLICES,
+    PRODUCER_REGS,
+    WARPGROUP,
+    accum_dtype,
+    activate,
+    after_previous_kernel,
+    dtype,
+)
 
 PASS_CONFIGS = FAST_MATH
 WARP_POLICIES = {"square": T.GemmWarpPolicy.Square, "rows": T.GemmWarpPolicy.FullRow}
@@ -154,7 +166,11 @@ def gemm(
             else:
                 T.copy(C_local, C[by * block_M, bx * block_N])
 
-    out_dtype = accum_dtype if accumulate else dtype
+    return _entry(tile, M, N, K, bias=bias, out_dtype=accum_dtype if accumulate else dtype)
+
+
+def _entry(tile, M, N, K, *, bias: bool, out_dtype: str):
+    """A GEMM entry's prim_func, C[M, N] from A[M, K] and W[N, K] (and Bias[N] when `bias`), around `tile`."""
     if bias:
 
         @T.prim_func
@@ -272,6 +288,145 @@ def gemm_geglu(
     return main
 
 
+def gemm_accumulate_streamed(
+    N,
+    K,
+    *,
+    bias=False,
+    block_M=128,
+    block_N=128,
+    block_K=64,
+    num_stages=4,
+    consumers=2,
+    cluster=1,
+    workers=None,
+    in_flight=False,
+):
+    """C += A @ W^T (+ Bias[N]) into the fp32 stream, C's tile fetched while the K loop runs.
+
+    The warp roles are written out here because TileLang 0.1.14's warp specialization cannot express this: a copy
+    issued before its pipelined loop and waited for after it (the barrier is multi-versioned into the loop or
+    rejected). Warp 0 issues C's tile by TMA and then each K step's A and W slices (`num_stages` deep); `consumers`
+    warpgroups, 64 rows each, run the wgmmas, add C's tile once the product is complete (one rounding, as cuBLAS's
+    beta = 1), and store the sum. The stream's traffic then overlaps the main loop: the *_acc_f32 kernels'
+    element-wise epilogue read and wrote C one dependent pair at a time, after it.
+
+    `cluster=2` pairs blocks of neighbouring rows: one W slice a K step, multicast into both, halves what W takes
+    from L2. A stage is then refilled only once both blocks' consumers have released it, so each consumer warp
+    arrives on the stage's barrier in both blocks (TileLang's own pipeline waits for its block's consumers alone).
+
+    `workers` blocks (pairs count twice) take the tiles in turn, persistent: warp 0 runs on into the next tile's
+    first stages while the consumers finish a tile, so no tile waits for its pipeline to fill. Without it, one tile
+    a block."""
+    assert block_M == 64 * consumers, "each consumer warpgroup takes 64 whole rows"
+    assert cluster in (1, 2), "a W slice is shared by one block or multicast into a pair"
+    M = T.dynamic("M")
+    k_steps = -(-K // block_K)
+    S = num_stages
+    rows = WARP_POLICIES["rows"]
+    col_tiles = -(-N // block_N)
+    tiles = T.ceildiv(M, block_M * cluster) * col_tiles  # a pair of row tiles counts once: both its blocks exist
+    blocks = tiles * cluster if workers is None else workers
+    assert workers is None or workers % cluster == 0, "a pair's blocks work together"
+    threads = WARPGROUP * (1 + consumers)
+    consumer_warps = consumers * WARPGROUP // 32
+    c_wait = min(S, k_steps) - 1  # the K step after which warp 0 asks for the next C tile
+
+    def launch():
+        if cluster == 1:
+            return T.Kernel(blocks, threads=threads)
+        return T.ClusterKernel(blocks, cluster_dims=(cluster, 1, 1), threads=threads)
+
+    @T.macro
+    def release(stage, consumed, tx):
+        """A consumer thread is done with `stage`: with a pair, lane r of each warp tells block r."""
+        if cluster == 1:
+            T.mbarrier_arrive(consumed[stage])
+        elif tx % 32 < cluster:
+            T.mbarrier_arrive(consumed[stage], tx % 32)
+
+    @T.macro
+    def tile(A, W, Bias, C):
+        with launch() as bid:
+            A_shared = T.alloc_shared((S, block_M, block_K), dtype)
+            W_shared = T.alloc_shared((S, block_N, block_K), dtype)
+            C_shared = T.alloc_shared((block_M, block_N), accum_dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            # swizzled, so that a warp's reads of its accumulator's rows spread over the banks
+            T.annotate_layout({C_shared: tilelang.layout.make_swizzled_layout(C_shared)})
+            loaded = T.alloc_barrier([32] * S)  # warp 0 arrives when a stage's copies are issued
+            if cluster == 1:
+                consumed = T.alloc_barrier([WARPGROUP * consumers] * S)
+            else:  # lane r of every consumer warp of both blocks arrives on block r's barrier
+                consumed = T.alloc_cluster_barrier([cluster * consumer_warps] * S)
+            stream_loaded = T.alloc_barrier(32)
+            stream_read = T.alloc_barrier(WARPGROUP * consumers)  # C_shared may take the next tile's C
+            tx = T.get_thread_binding()
+            rank = bid % cluster
+            team, teams = bid // cluster, blocks // cluster
+            my_tiles = (tiles - team + teams - 1) // teams
+            after_previous_kernel()  # TileLang syncs a cluster's blocks after initializing their barriers
+            if tx < 32:
+                T.set_max_nreg(PRODUCER_REGS, 0)
+                for t in T.serial(my_tiles):
+                    at = team + t * teams
+                    row, col = (at // col_tiles * cluster + rank) * block_M, at % col_tiles * block_N
+                    for k in T.serial(k_steps):
+                        n = t * k_steps + k
+                        step = slice(k * block_K, (k + 1) * block_K)
+                        T.mbarrier_wait_parity(consumed[n % S], ((n // S) & 1) ^ 1)
+                        T.tma_copy(A[row : row + block_M, step], A_shared[n % S, :, :], barrier=loaded[n % S])
+                        if cluster == 1:
+                            T.tma_copy(W[col : col + block_N, step], W_shared[n % S, :, :], barrier=loaded[n % S])
+                        else:
+                            pair = (1 << cluster) - 1
+                            T.tma_copy(
+                                W[col : col + block_N, step],
+                                W_shared[n % S, :, :],
+                                barrier=loaded[n % S],
+                                cluster_mask=pair,
+                            )
+                        T.mbarrier_arrive(loaded[n % S])
+                        if k == c_wait:  # the stages ahead are asked for; C waits for the last tile's sum
+                            T.mbarrier_wait_parity(stream_read, (t & 1) ^ 1)
+                            T.tma_copy(C[row : row + block_M, col : col + block_N], C_shared, barrier=stream_loaded)
+                            T.mbarrier_arrive(stream_loaded)
+            elif tx < WARPGROUP:
+                T.set_max_nreg(PRODUCER_REGS, 0)
+            else:
+                T.set_max_nreg(CONSUMER_REGS, 1)
+                for t in T.serial(my_tiles):
+                    at = team + t * teams
+                    row, col = (at // col_tiles * cluster + rank) * block_M, at % col_tiles * block_N
+                    T.clear(C_local)
+                    for k in T.serial(k_steps):
+                        n = t * k_steps + k
+                        T.mbarrier_wait_parity(loaded[n % S], (n // S) & 1)
+                        if in_flight:  # the step's wgmmas run on while the next stage is waited for
+                            T.wgmma_gemm(
+                                A_shared[n % S, :, :], W_shared[n % S, :, :], C_local, transpose_B=True, policy=rows
+                            )
+                            T.wait_wgmma(1)
+                            if k > 0:
+                                release((n - 1) % S, consumed, tx)
+                        else:
+                            T.gemm(A_shared[n % S, :, :], W_shared[n % S, :, :], C_local, transpose_B=True, policy=rows)
+                            release(n % S, consumed, tx)
+                    if in_flight:
+                        T.wait_wgmma(0)
+                        release((t * k_steps + k_steps - 1) % S, consumed, tx)
+                    T.mbarrier_wait_parity(stream_loaded, t & 1)
+                    for i, j in T.Parallel(block_M, block_N):
+                        v = C_local[i, j] + Bias[col + j] if bias else C_local[i, j]
+                        C_local[i, j] = C_shared[i, j] + v
+                    T.mbarrier_arrive(stream_read)
+                    T.copy(C_local, C[row, col])
+            if cluster > 1:
+                T.cluster_sync()  # neither block leaves while the other may still arrive on its barriers
+
+    return _entry(tile, M, N, K, bias=bias, out_dtype=accum_dtype)
+
+
 def split_steps(K: int, block_K: int, splits: int) -> tuple[int, int]:
     """(slices, K steps a slice): `splits` slices of K at most, every one holding at least one step."""
     k_steps = -(-K // block_K)
@@ -321,4 +476,7 @@ def build(name: str, D: int, F: int, tier: dict):
         return gemm_geglu(shape["N"], shape["K"], **tiles)
     if shape.pop("split", False):
         return gemm_split_k(shape["N"], shape["K"], **tiles)
+    if tiles.pop("streamed", False):
+        assert shape.pop("accumulate", False), f"{name}: only an accumulating GEMM reads C"
+        return gemm_accumulate_streamed(shape.pop("N"), shape.pop("K"), **shape, **tiles)
     return gemm(shape.pop("N"), shape.pop("K"), **shape, **tiles)

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import re
 import subprocess
 
 import pytest
@@ -221,6 +222,58 @@ def test_a_prefetching_tier_fetches_its_weights_before_the_wait(tmp_path, capsys
     swizzled = {"gemm_geglu_bf16": [{**geglu, "prefetch": True, "swizzle": 10}]}
     assert main(out=tmp_path / "d", model="tiny", candidates=swizzled) == 1
     assert "no swizzle" in capsys.readouterr().err
+
+
+def _kernel_source(out, tier, entry="gemm_mlp_out_acc_f32"):
+    from bundle.build import main
+
+    assert main(out=out, model="tiny", candidates={entry: [tier]}) == 0
+    (built,) = Manifest.read(out).entries.values()
+    source = (out / "src" / f"{built.tiers[0].symbol}.cu").read_text()
+    return source, source[source.index("__launch_bounds__") : source.index("#include <cutlass/cuda_host_adapter")]
+
+
+STREAMED = {"max_m": None, "streamed": True, "block_M": 128, "block_N": 64, "block_K": 32, "num_stages": 2}
+
+
+def test_a_streamed_tier_fetches_the_stream_while_the_k_loop_runs(tmp_path, capsys):
+    from bundle.build import main
+
+    source, body = _kernel_source(tmp_path / "c", STREAMED)
+    # C's tile is asked for after the wait for the previous kernel, once the first stages' slices are, and only
+    # once the consumers have read the last tile's; they wait for it only after their last wgmma
+    producer = body[body.index("cudaGridDependencySynchronize") : body.index("warpgroup_reg_alloc")]
+    assert producer.index("tma_load(A_desc") < producer.index("if (k == 1)") < producer.index("stream_read[0].wait")
+    assert producer.index("stream_read[0].wait") < producer.index("tma_load(C_desc")
+    consumer = body[body.index("warpgroup_reg_alloc") :]
+    assert (
+        consumer.rindex("wgmma_ss") < consumer.index("stream_loaded[0].wait") < consumer.index("stream_read[0].arrive")
+    )
+    # one tile a block: as many blocks as tiles, no cluster
+    assert "gridDim = dim3((M + 127) / 128 * 2, 1, 1)" in source and "clusterDim" not in source
+
+    assert main(out=tmp_path / "d", model="tiny", candidates={"gemm_mlp_out_bf16": [STREAMED]}) == 1
+    assert "only an accumulating GEMM reads C" in capsys.readouterr().err
+
+
+def test_a_persistent_streamed_tier_takes_the_tiles_in_turn(tmp_path):
+    source, body = _kernel_source(tmp_path / "c", dict(STREAMED, workers=132))
+    assert "gridDim = dim3(132, 1, 1)" in source
+    # both roles walk the same tiles, and the ring of stages runs on across them (its index counts every K step)
+    assert body.count("for (int t") == 2 and re.search(r"consumed\[[^]]*\]\.wait\([^;]*\bt\b", body)
+
+
+def test_a_streamed_pair_shares_each_w_slice_and_waits_for_both_blocks_consumers(tmp_path):
+    source, body = _kernel_source(tmp_path / "c", dict(STREAMED, cluster=2))
+    # one block of the pair loads W's slice into both; A stays each block's own
+    assert "tma_load_multicast(W_desc" in body and "tma_load_multicast(A_desc" not in body
+    # a consumer warp releases a stage in both blocks (lane r arrives on block r's barrier), and neither block
+    # leaves while its barriers may still be arrived on
+    assert "arrive((((int)threadIdx.x) & 31))" in body
+    assert body.index("cluster_sync") < body.index("cudaGridDependencySynchronize")
+    assert body.rstrip().removesuffix("}").rstrip().endswith("tl::cluster_sync();")
+    # both blocks of the last pair exist when the row tiles are odd
+    assert "clusterDim = {2, 1, 1}" in source and "gridDim = dim3((M + 255) / 256 * 4, 1, 1)" in source
 
 
 def test_a_sweep_summary_names_the_fastest_bundle_per_shape():
