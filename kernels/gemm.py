@@ -60,6 +60,21 @@ _LARGE = dict(max_m=None, block_M=128, block_N=256, block_K=64, num_stages=4, th
 # The accumulating entries' M <= 128 tier fetches each block's weight slice before waiting for the previous kernel
 # (`prefetch`; not yet timed on the H200: docs/kernels.md, "Weights fetched before the wait").
 _SMALL_PREFETCH = dict(_SMALL, num_stages=3, prefetch=True)
+# Above M = 1024 they fetch C's tile while the K loop runs, 132 blocks (the H100's and H200's SMs) taking the tiles
+# in turn, in pairs that share each W slice (`gemm_accumulate_streamed`; docs/kernels.md, "The accumulating GEMMs,
+# persistent").
+_STREAMED = dict(
+    max_m=None,
+    streamed=True,
+    block_M=128,
+    block_N=128,
+    block_K=64,
+    num_stages=5,
+    consumers=2,
+    cluster=2,
+    workers=132,
+    in_flight=True,
+)
 # GeGLU: both halves' weight slices in one shared tile and one accumulator ("joint"), each warpgroup taking whole
 # rows, so that a K step is one wgmma as wide as both halves; the output tile staged in shared memory for TMA.
 # 128 x 64 tiles up to M = 384, where ceil(M / 128) x 41 tiles still fit the 132 SMs in one wave. The fastest of
@@ -98,7 +113,7 @@ TILE_CONFIGS = {
         "gemm_head_ffn1_bias_relu_bf16": [dict(_SMALL, block_N=32), dict(_MID, block_N=128), _LARGE],  # 128
         "gemm_head_ffn2_bias_bf16": [dict(_SMALL, block_N=8), dict(_MID, block_N=64), _LARGE],  # 128
         **{
-            name: [dict(_SMALL_PREFETCH, block_N=8), dict(_MID, block_N=64), _LARGE]  # 128
+            name: [dict(_SMALL_PREFETCH, block_N=8), dict(_MID, block_N=64), _STREAMED]  # 128
             for name in SHAPES
             if name.endswith("_acc_f32")
         },
@@ -306,10 +321,11 @@ def gemm_accumulate_streamed(
 
     The warp roles are written out here because TileLang 0.1.14's warp specialization cannot express this: a copy
     issued before its pipelined loop and waited for after it (the barrier is multi-versioned into the loop or
-    rejected). Warp 0 issues C's tile by TMA and then each K step's A and W slices (`num_stages` deep); `consumers`
-    warpgroups, 64 rows each, run the wgmmas, add C's tile once the product is complete (one rounding, as cuBLAS's
-    beta = 1), and store the sum. The stream's traffic then overlaps the main loop: the *_acc_f32 kernels'
-    element-wise epilogue read and wrote C one dependent pair at a time, after it.
+    rejected). Warp 0 streams each K step's A and W slices by TMA (`num_stages` deep) and, once a tile's first stages
+    are asked for, C's tile, as soon as the consumers have read the previous one. `consumers` warpgroups, 64 rows each,
+    run the wgmmas (`in_flight`: a step's left running while the next stage is waited for), add C's tile once the
+    product is complete (one rounding, as cuBLAS's beta = 1), and store the sum. The stream's traffic then overlaps the
+    main loop: the *_acc_f32 kernels' element-wise epilogue read and wrote C one dependent pair at a time, after it.
 
     `cluster=2` pairs blocks of neighbouring rows: one W slice a K step, multicast into both, halves what W takes
     from L2. A stage is then refilled only once both blocks' consumers have released it, so each consumer warp
