@@ -263,6 +263,17 @@ def test_a_persistent_streamed_tier_takes_the_tiles_in_turn(tmp_path):
     assert body.count("for (int t") == 2 and re.search(r"consumed\[[^]]*\]\.wait\([^;]*\bt\b", body)
 
 
+def test_a_tier_with_wgmmas_in_flight_releases_each_stage_one_step_late(tmp_path):
+    source, body = _kernel_source(tmp_path / "c", dict(STREAMED, workers=132, in_flight=True))
+    consumer = body[body.index("warpgroup_reg_alloc") :]
+    # a step's wgmmas are waited for only down to one batch in flight; the stage before is released then, and the
+    # tile's last stage once all are done, before the stream is read
+    in_flight, drained = consumer.index("wait_wgmma<1>"), consumer.index("wait_wgmma<0>")
+    assert "warpgroup_wait<0>" not in consumer[: consumer.index("stream_loaded[0].wait")]
+    assert in_flight < consumer.index("consumed[", in_flight) < drained < consumer.index("consumed[", drained)
+    assert consumer.index("consumed[", drained) < consumer.index("stream_loaded[0].wait")
+
+
 def test_a_streamed_pair_shares_each_w_slice_and_waits_for_both_blocks_consumers(tmp_path):
     source, body = _kernel_source(tmp_path / "c", dict(STREAMED, cluster=2))
     # one block of the pair loads W's slice into both; A stays each block's own
