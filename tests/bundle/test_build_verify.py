@@ -249,42 +249,32 @@ def test_a_streamed_tier_fetches_the_stream_while_the_k_loop_runs(tmp_path, caps
     assert (
         consumer.rindex("wgmma_ss") < consumer.index("stream_loaded[0].wait") < consumer.index("stream_read[0].arrive")
     )
-    # one tile a block: as many blocks as tiles, no cluster
-    assert "gridDim = dim3((M + 127) / 128 * 2, 1, 1)" in source and "clusterDim" not in source
+    # 132 blocks in pairs; both roles walk the same tiles, and the ring of stages runs on across them (its index
+    # counts every K step)
+    assert "gridDim = dim3(132, 1, 1)" in source and "clusterDim = {2, 1, 1}" in source
+    assert body.count("for (int t") == 2 and re.search(r"consumed\[[^]]*\]\.wait\([^;]*\bt\b", body)
 
     assert main(out=tmp_path / "d", model="tiny", candidates={"gemm_mlp_out_bf16": [STREAMED]}) == 1
     assert "only an accumulating GEMM reads C" in capsys.readouterr().err
 
 
-def test_a_persistent_streamed_tier_takes_the_tiles_in_turn(tmp_path):
-    source, body = _kernel_source(tmp_path / "c", dict(STREAMED, workers=132))
-    assert "gridDim = dim3(132, 1, 1)" in source
-    # both roles walk the same tiles, and the ring of stages runs on across them (its index counts every K step)
-    assert body.count("for (int t") == 2 and re.search(r"consumed\[[^]]*\]\.wait\([^;]*\bt\b", body)
-
-
-def test_a_tier_with_wgmmas_in_flight_releases_each_stage_one_step_late(tmp_path):
-    source, body = _kernel_source(tmp_path / "c", dict(STREAMED, workers=132, in_flight=True))
-    consumer = body[body.index("warpgroup_reg_alloc") :]
+def test_a_streamed_pair_shares_each_w_slice_and_releases_each_stage_in_both_blocks_one_step_late(tmp_path):
+    _, body = _kernel_source(tmp_path / "c", STREAMED)
+    # one block of the pair loads W's slice into both; A stays each block's own
+    assert "tma_load_multicast(W_desc" in body and "tma_load_multicast(A_desc" not in body
     # a step's wgmmas are waited for only down to one batch in flight; the stage before is released then, and the
-    # tile's last stage once all are done, before the stream is read
+    # tile's last stage once all are done, before the stream is read; lane r of a consumer warp releases it in
+    # block r
+    consumer = body[body.index("warpgroup_reg_alloc") :]
     in_flight, drained = consumer.index("wait_wgmma<1>"), consumer.index("wait_wgmma<0>")
     assert "warpgroup_wait<0>" not in consumer[: consumer.index("stream_loaded[0].wait")]
     assert in_flight < consumer.index("consumed[", in_flight) < drained < consumer.index("consumed[", drained)
     assert consumer.index("consumed[", drained) < consumer.index("stream_loaded[0].wait")
-
-
-def test_a_streamed_pair_shares_each_w_slice_and_waits_for_both_blocks_consumers(tmp_path):
-    source, body = _kernel_source(tmp_path / "c", dict(STREAMED, cluster=2))
-    # one block of the pair loads W's slice into both; A stays each block's own
-    assert "tma_load_multicast(W_desc" in body and "tma_load_multicast(A_desc" not in body
-    # a consumer warp releases a stage in both blocks (lane r arrives on block r's barrier), and neither block
-    # leaves while its barriers may still be arrived on
-    assert "arrive((((int)threadIdx.x) & 31))" in body
+    assert "arrive((((int)threadIdx.x) & 31))" in consumer
+    # the pair's barriers are initialized before either reaches into the other, and neither block leaves while
+    # its barriers may still be arrived on
     assert body.index("cluster_sync") < body.index("cudaGridDependencySynchronize")
     assert body.rstrip().removesuffix("}").rstrip().endswith("tl::cluster_sync();")
-    # both blocks of the last pair exist when the row tiles are odd
-    assert "clusterDim = {2, 1, 1}" in source and "gridDim = dim3((M + 255) / 256 * 4, 1, 1)" in source
 
 
 def test_a_sweep_summary_names_the_fastest_bundle_per_shape():
