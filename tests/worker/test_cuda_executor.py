@@ -20,7 +20,15 @@ from worker.engine.checkpoint import load_weights
 from worker.engine.engine import Engine
 from worker.engine.executors import ExecutorOptions, make_executor
 from worker.engine.executors.cuda import PASSES_IN_FLIGHT, BundleRefused, CudaExecutor
-from worker.engine.executors.gemm_routes import CUBLAS, CUBLAS_ACCUMULATE, ROUTES, SMALL_M, TILELANG, GemmRoutes
+from worker.engine.executors.gemm_routes import (
+    ACCUMULATING,
+    CUBLAS,
+    CUBLAS_ACCUMULATE,
+    ROUTES,
+    SMALL_M,
+    TILELANG,
+    GemmRoutes,
+)
 from worker.engine.sequences import Row
 
 TILELANG_ONLY = GemmRoutes.for_bundle("optimized", use_cublas=False)  # the stream accumulated by the bundle too
@@ -202,9 +210,10 @@ def test_routes_are_chosen_by_entry_and_m():
     assert routes.route("attn_fwd_global_bf16", 16) == TILELANG
     assert GemmRoutes.for_bundle("original").route("gemm_qkv_bf16", 16) == TILELANG
     assert GemmRoutes.for_bundle("optimized", use_cublas=False).route("gemm_qkv_bf16", 16) == TILELANG
-    # the stream's GEMMs on cuBLAS until the bundle's accumulating kernels are measured faster, but without cuBLAS
+    # the stream's GEMMs on cuBLAS (the bundle's kernels lost below M = 1024; its tier above hung inside the pass and
+    # lost there: docs/records/acc-routed-h100-2026-12-07.json), on the bundle without cuBLAS
     acc = "gemm_mlp_out_acc_f32"
-    assert routes.route_accumulate(acc, 16) == routes.route_accumulate(acc, 8192) == CUBLAS_ACCUMULATE
+    assert all(routes.route_accumulate(a, m) == CUBLAS_ACCUMULATE for a in ACCUMULATING for m in (16, 1025, 8192))
     assert TILELANG_ONLY.route_accumulate(acc, 16) == TILELANG
     assert "the stream accumulated by the bundle's kernels for" in TILELANG_ONLY.summary()
     assert f"{acc} M 1-any" in TILELANG_ONLY.summary()
