@@ -32,7 +32,6 @@ def after_previous_kernel():
 REGISTER_FILE = 65536  # 32-bit registers an SM holds
 WARPGROUP = 128  # threads of the producer warpgroup that TileLang's warp specialization adds to a kernel's
 PRODUCER_REGS = 24
-CONSUMER_REGS = 240  # TileLang's own split for one block an SM: what the producer's warpgroup gives back
 SHARED_SM_BLOCKS = 2  # three (64-query attention tiles, 136 registers a consumer) hung in a timing loop on an H100
 
 

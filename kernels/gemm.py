@@ -5,16 +5,12 @@ admitting M up to `max_m` (None: any M): small M uses narrow N tiles so that eve
 large M uses wide wgmma tiles with a deep TMA pipeline.
 """
 
-import tilelang
 import tilelang.language as T
 
 from kernels.common import (
     ACTIVATIONS,
-    CONSUMER_REGS,
     FAST_MATH,
     MAX_SLICES,
-    PRODUCER_REGS,
-    WARPGROUP,
     accum_dtype,
     activate,
     after_previous_kernel,
@@ -22,7 +18,6 @@ from kernels.common import (
 )
 
 PASS_CONFIGS = FAST_MATH
-PAIR = 2  # blocks of a cluster in gemm_accumulate_streamed
 WARP_POLICIES = {"square": T.GemmWarpPolicy.Square, "rows": T.GemmWarpPolicy.FullRow}
 
 # entry name -> what it computes, in terms of the model's hidden size D, MLP width F (ModernBERT) and
@@ -61,10 +56,6 @@ _LARGE = dict(max_m=None, block_M=128, block_N=256, block_K=64, num_stages=4, th
 # The accumulating entries' M <= 128 tier fetches each block's weight slice before waiting for the previous kernel
 # (`prefetch`; not yet timed on the H200: docs/kernels.md, "Weights fetched before the wait").
 _SMALL_PREFETCH = dict(_SMALL, num_stages=3, prefetch=True)
-# Above M = 1024 they fetch C's tile while the K loop runs, 132 blocks taking 128 x 128 tiles in turn, in pairs that
-# share each W slice (`gemm_accumulate_streamed` with its defaults; docs/kernels.md, "The accumulating GEMMs,
-# persistent").
-_STREAMED = dict(max_m=None, streamed=True)
 # GeGLU: both halves' weight slices in one shared tile and one accumulator ("joint"), each warpgroup taking whole
 # rows, so that a K step is one wgmma as wide as both halves; the output tile staged in shared memory for TMA.
 # 128 x 64 tiles up to M = 384, where ceil(M / 128) x 41 tiles still fit the 132 SMs in one wave. The fastest of
@@ -103,7 +94,7 @@ TILE_CONFIGS = {
         "gemm_head_ffn1_bias_relu_bf16": [dict(_SMALL, block_N=32), dict(_MID, block_N=128), _LARGE],  # 128
         "gemm_head_ffn2_bias_bf16": [dict(_SMALL, block_N=8), dict(_MID, block_N=64), _LARGE],  # 128
         **{
-            name: [dict(_SMALL_PREFETCH, block_N=8), dict(_MID, block_N=64), _STREAMED]  # 128
+            name: [dict(_SMALL_PREFETCH, block_N=8), dict(_MID, block_N=64), _LARGE]  # 128
             for name in SHAPES
             if name.endswith("_acc_f32")
         },
@@ -293,115 +284,6 @@ def gemm_geglu(
     return main
 
 
-def gemm_accumulate_streamed(
-    N,
-    K,
-    *,
-    bias=False,
-    block_M=128,
-    block_N=128,
-    block_K=64,
-    num_stages=5,
-    consumers=2,
-    workers=132,  # the H100's and H200's SMs
-):
-    """C += A @ W^T (+ Bias[N]) into the fp32 stream, C's tile fetched while the K loop runs.
-
-    The warp roles are written out here because TileLang 0.1.14's warp specialization cannot express this: a copy
-    issued before its pipelined loop and waited for after it (the barrier is multi-versioned into the loop or
-    rejected). Warp 0 streams each K step's A and W slices by TMA (`num_stages` deep) and, once a tile's first stages
-    are asked for, C's tile, as soon as the consumers have read the previous one. `consumers` warpgroups, 64 rows each,
-    run the wgmmas (a step's left running while the next stage is waited for), add C's tile once the product is
-    complete (one rounding, as cuBLAS's beta = 1), and store the sum. The stream's traffic then overlaps the main loop:
-    the *_acc_f32 kernels' element-wise epilogue read and wrote C one dependent pair at a time, after it.
-
-    `workers` blocks take the tiles in turn, persistent: warp 0 runs on into the next tile's first stages while the
-    consumers finish a tile, so no tile waits for its pipeline to fill. They work in pairs of neighbouring row tiles:
-    one W slice a K step, multicast into both, halves what W takes from L2. A stage is then refilled only once both
-    blocks' consumers have released it, so lane r of each consumer warp arrives on the stage's barrier in block r
-    (TileLang's own pipeline waits for its block's consumers alone). One tile a block, without pairs or wgmmas in
-    flight, was slower (58a1f90 has those options; docs/kernels.md)."""
-    assert block_M == 64 * consumers, "each consumer warpgroup takes 64 whole rows"
-    assert workers % PAIR == 0, "a pair's blocks work together"
-    M = T.dynamic("M")
-    k_steps = -(-K // block_K)
-    S = num_stages
-    rows = WARP_POLICIES["rows"]
-    col_tiles = -(-N // block_N)
-    tiles = T.ceildiv(M, block_M * PAIR) * col_tiles  # a pair of row tiles counts once: both its blocks exist
-    teams = workers // PAIR
-    consumer_warps = consumers * WARPGROUP // 32
-    c_wait = min(S, k_steps) - 1  # the K step after which warp 0 asks for the next C tile
-
-    @T.macro
-    def tile(A, W, Bias, C):
-        with T.ClusterKernel(workers, cluster_dims=(PAIR, 1, 1), threads=WARPGROUP * (1 + consumers)) as bid:
-            A_shared = T.alloc_shared((S, block_M, block_K), dtype)
-            W_shared = T.alloc_shared((S, block_N, block_K), dtype)
-            C_shared = T.alloc_shared((block_M, block_N), accum_dtype)
-            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
-            # swizzled, so that a warp's reads of its accumulator's rows spread over the banks
-            T.annotate_layout({C_shared: tilelang.layout.make_swizzled_layout(C_shared)})
-            loaded = T.alloc_barrier([32] * S)  # warp 0 arrives when a stage's copies are issued
-            consumed = T.alloc_cluster_barrier([PAIR * consumer_warps] * S)  # one lane a consumer warp, both blocks
-            stream_loaded = T.alloc_barrier(32)
-            stream_read = T.alloc_barrier(WARPGROUP * consumers)  # C_shared may take the next tile's C
-            tx = T.get_thread_binding()
-            rank, team = bid % PAIR, bid // PAIR
-            my_tiles = (tiles - team + teams - 1) // teams
-            after_previous_kernel()  # TileLang syncs a cluster's blocks after initializing their barriers
-            if tx < 32:
-                T.set_max_nreg(PRODUCER_REGS, 0)
-                for t in T.serial(my_tiles):
-                    at = team + t * teams
-                    row, col = (at // col_tiles * PAIR + rank) * block_M, at % col_tiles * block_N
-                    for k in T.serial(k_steps):
-                        n = t * k_steps + k
-                        step = slice(k * block_K, (k + 1) * block_K)
-                        T.mbarrier_wait_parity(consumed[n % S], ((n // S) & 1) ^ 1)
-                        T.tma_copy(A[row : row + block_M, step], A_shared[n % S, :, :], barrier=loaded[n % S])
-                        T.tma_copy(
-                            W[col : col + block_N, step],
-                            W_shared[n % S, :, :],
-                            barrier=loaded[n % S],
-                            cluster_mask=0b11,
-                        )
-                        T.mbarrier_arrive(loaded[n % S])
-                        if k == c_wait:  # the stages ahead are asked for; C waits for the last tile's sum
-                            T.mbarrier_wait_parity(stream_read, (t & 1) ^ 1)
-                            T.tma_copy(C[row : row + block_M, col : col + block_N], C_shared, barrier=stream_loaded)
-                            T.mbarrier_arrive(stream_loaded)
-            elif tx < WARPGROUP:
-                T.set_max_nreg(PRODUCER_REGS, 0)
-            else:
-                T.set_max_nreg(CONSUMER_REGS, 1)
-                for t in T.serial(my_tiles):
-                    at = team + t * teams
-                    row, col = (at // col_tiles * PAIR + rank) * block_M, at % col_tiles * block_N
-                    T.clear(C_local)
-                    for k in T.serial(k_steps):
-                        n = t * k_steps + k
-                        T.mbarrier_wait_parity(loaded[n % S], (n // S) & 1)
-                        T.wgmma_gemm(
-                            A_shared[n % S, :, :], W_shared[n % S, :, :], C_local, transpose_B=True, policy=rows
-                        )
-                        T.wait_wgmma(1)
-                        if k > 0 and tx % 32 < PAIR:  # the step before is done: its stage, in both blocks
-                            T.mbarrier_arrive(consumed[(n - 1) % S], tx % 32)
-                    T.wait_wgmma(0)
-                    if tx % 32 < PAIR:
-                        T.mbarrier_arrive(consumed[(t * k_steps + k_steps - 1) % S], tx % 32)
-                    T.mbarrier_wait_parity(stream_loaded, t & 1)
-                    for i, j in T.Parallel(block_M, block_N):
-                        v = C_local[i, j] + Bias[col + j] if bias else C_local[i, j]
-                        C_local[i, j] = C_shared[i, j] + v
-                    T.mbarrier_arrive(stream_read)
-                    T.copy(C_local, C[row, col])
-            T.cluster_sync()  # neither block leaves while the other may still arrive on its barriers
-
-    return _entry(tile, M, N, K, bias=bias, out_dtype=accum_dtype)
-
-
 def split_steps(K: int, block_K: int, splits: int) -> tuple[int, int]:
     """(slices, K steps a slice): `splits` slices of K at most, every one holding at least one step."""
     k_steps = -(-K // block_K)
@@ -451,7 +333,4 @@ def build(name: str, D: int, F: int, tier: dict):
         return gemm_geglu(shape["N"], shape["K"], **tiles)
     if shape.pop("split", False):
         return gemm_split_k(shape["N"], shape["K"], **tiles)
-    if tiles.pop("streamed", False):
-        assert shape.pop("accumulate", False), f"{name}: only an accumulating GEMM reads C"
-        return gemm_accumulate_streamed(shape.pop("N"), shape.pop("K"), **shape, **tiles)
     return gemm(shape.pop("N"), shape.pop("K"), **shape, **tiles)

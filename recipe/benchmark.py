@@ -375,7 +375,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tilelang-only",
         action="store_true",
-        help="every GEMM on the bundle's kernels (no cuBLAS); can hang above M = 1024 (docs/kernels.md)",
+        help="every GEMM on the bundle's kernels (no cuBLAS)",
     )
     p.add_argument(
         "--split-k",

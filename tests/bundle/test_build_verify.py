@@ -2,7 +2,6 @@
 
 import csv
 import json
-import re
 import subprocess
 
 import pytest
@@ -222,59 +221,6 @@ def test_a_prefetching_tier_fetches_its_weights_before_the_wait(tmp_path, capsys
     swizzled = {"gemm_geglu_bf16": [{**geglu, "prefetch": True, "swizzle": 10}]}
     assert main(out=tmp_path / "d", model="tiny", candidates=swizzled) == 1
     assert "no swizzle" in capsys.readouterr().err
-
-
-def _kernel_source(out, tier, entry="gemm_mlp_out_acc_f32"):
-    from bundle.build import main
-
-    assert main(out=out, model="tiny", candidates={entry: [tier]}) == 0
-    (built,) = Manifest.read(out).entries.values()
-    source = (out / "src" / f"{built.tiers[0].symbol}.cu").read_text()
-    return source, source[source.index("__launch_bounds__") : source.index("#include <cutlass/cuda_host_adapter")]
-
-
-STREAMED = {"max_m": None, "streamed": True, "block_M": 128, "block_N": 64, "block_K": 32, "num_stages": 2}
-
-
-def test_a_streamed_tier_fetches_the_stream_while_the_k_loop_runs(tmp_path, capsys):
-    from bundle.build import main
-
-    source, body = _kernel_source(tmp_path / "c", STREAMED)
-    # C's tile is asked for after the wait for the previous kernel, once the first stages' slices are, and only
-    # once the consumers have read the last tile's; they wait for it only after their last wgmma
-    producer = body[body.index("cudaGridDependencySynchronize") : body.index("warpgroup_reg_alloc")]
-    assert producer.index("tma_load(A_desc") < producer.index("if (k == 1)") < producer.index("stream_read[0].wait")
-    assert producer.index("stream_read[0].wait") < producer.index("tma_load(C_desc")
-    consumer = body[body.index("warpgroup_reg_alloc") :]
-    assert (
-        consumer.rindex("wgmma_ss") < consumer.index("stream_loaded[0].wait") < consumer.index("stream_read[0].arrive")
-    )
-    # 132 blocks in pairs; both roles walk the same tiles, and the ring of stages runs on across them (its index
-    # counts every K step)
-    assert "gridDim = dim3(132, 1, 1)" in source and "clusterDim = {2, 1, 1}" in source
-    assert body.count("for (int t") == 2 and re.search(r"consumed\[[^]]*\]\.wait\([^;]*\bt\b", body)
-
-    assert main(out=tmp_path / "d", model="tiny", candidates={"gemm_mlp_out_bf16": [STREAMED]}) == 1
-    assert "only an accumulating GEMM reads C" in capsys.readouterr().err
-
-
-def test_a_streamed_pair_shares_each_w_slice_and_releases_each_stage_in_both_blocks_one_step_late(tmp_path):
-    _, body = _kernel_source(tmp_path / "c", STREAMED)
-    # one block of the pair loads W's slice into both; A stays each block's own
-    assert "tma_load_multicast(W_desc" in body and "tma_load_multicast(A_desc" not in body
-    # a step's wgmmas are waited for only down to one batch in flight; the stage before is released then, and the
-    # tile's last stage once all are done, before the stream is read; lane r of a consumer warp releases it in
-    # block r
-    consumer = body[body.index("warpgroup_reg_alloc") :]
-    in_flight, drained = consumer.index("wait_wgmma<1>"), consumer.index("wait_wgmma<0>")
-    assert "warpgroup_wait<0>" not in consumer[: consumer.index("stream_loaded[0].wait")]
-    assert in_flight < consumer.index("consumed[", in_flight) < drained < consumer.index("consumed[", drained)
-    assert consumer.index("consumed[", drained) < consumer.index("stream_loaded[0].wait")
-    assert "arrive((((int)threadIdx.x) & 31))" in consumer
-    # the pair's barriers are initialized before either reaches into the other, and neither block leaves while
-    # its barriers may still be arrived on
-    assert body.index("cluster_sync") < body.index("cudaGridDependencySynchronize")
-    assert body.rstrip().removesuffix("}").rstrip().endswith("tl::cluster_sync();")
 
 
 def test_a_sweep_summary_names_the_fastest_bundle_per_shape():
