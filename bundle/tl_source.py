@@ -95,18 +95,24 @@ _PDL_ALLOWED = re.compile(r"\.programmaticStreamSerializationAllowed = 1;")
 _LAUNCH = re.compile(r"\bcudaLaunchKernelEx\(")
 _KERNEL_BODY = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\([^;{]*\{')
 _WAIT = "cudaGridDependencySynchronize();"
+_LET_NEXT_START = "cudaTriggerProgrammaticLaunchCompletion();"
+_CONSUMER_REGISTERS = "warpgroup_reg_alloc<"  # a warp-specialized kernel's consumers taking their registers
 
 
 def check_dependent_launches(source: str, symbol: str) -> None:
-    """Every launch is a programmatic dependent launch and every kernel body waits for its predecessor
-    (`cudaGridDependencySynchronize`, which `kernels.common.after_previous_kernel` puts first).
+    """Every launch is a programmatic dependent launch, every kernel body waits for its predecessor
+    (`cudaGridDependencySynchronize`, which `kernels.common.after_previous_kernel` puts first), and a
+    warp-specialized kernel lets the next one start only after its main loop (`let_next_kernel_start`).
 
     TileLang's stub launches each kernel as a programmatic dependent launch: its blocks may start before
     the previous kernel in the stream has finished, which hides a launch's latency. A kernel that read its
     inputs without waiting (griddepcontrol.wait) would, behind a kernel that signals early as cuBLAS's
-    GEMMs do, read an output before it is written (seen on the H200: wrong answers in CUDA graphs).
+    GEMMs do, read an output before it is written (seen on the H200: wrong answers in CUDA graphs). Warp-specialized
+    kernels that let the next start at their top hung the pass with our accumulating GEMMs in it (docs/kernels.md);
+    in the source, such a signal comes before the consumers take their registers.
 
-    :raise AbiMismatch: a launch without the attribute (the stub's layout changed), or a kernel without the wait.
+    :raise AbiMismatch: a launch without the attribute (the stub's layout changed), a kernel without the wait, or a
+        warp-specialized kernel that lets the next start before its consumers take their registers.
     """
     launches = len(_LAUNCH.findall(source))
     if launches == 0 or len(_PDL_ALLOWED.findall(source)) != launches:
@@ -121,6 +127,12 @@ def check_dependent_launches(source: str, symbol: str) -> None:
             raise AbiMismatch(
                 f"{symbol}: kernel {kernel.group(1)} never waits for its predecessor ({_WAIT}): "
                 "start it with T.pdl_sync()"
+            )
+        early = _LET_NEXT_START in body and body.index(_LET_NEXT_START) < body.find(_CONSUMER_REGISTERS)
+        if early:  # find: -1 where the kernel has no warp roles
+            raise AbiMismatch(
+                f"{symbol}: kernel {kernel.group(1)} is warp-specialized and lets the next kernel start before "
+                "its main loop: call let_next_kernel_start() after it"
             )
 
 

@@ -11,7 +11,15 @@ Scores that are masked start at a large finite negative, not -inf, so that a row
 
 import tilelang.language as T
 
-from kernels.common import FAST_MATH, SHARED_SM_BLOCKS, accum_dtype, after_previous_kernel, dtype, share_sm
+from kernels.common import (
+    FAST_MATH,
+    SHARED_SM_BLOCKS,
+    accum_dtype,
+    after_previous_kernel,
+    dtype,
+    let_next_kernel_start,
+    share_sm,
+)
 
 PASS_CONFIGS = FAST_MATH
 
@@ -118,6 +126,7 @@ def attention_fwd(H, Dh, *, window, block_M=64, block_N=64, num_stages=1, thread
                     acc_o[i, j] = acc_o[i, j] * scores_scale[i]
                 T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
+            let_next_kernel_start()
             # queries past the row's L tokens belong to the next row: never store them
             for i, j in T.Parallel(block_M, Dh):
                 if bx * block_M + i < L:

@@ -23,9 +23,15 @@ SQRT1_2 = 0.7071067811865476
 def after_previous_kernel():
     """The first statement of every kernel. The bundle's host stubs launch each kernel as a programmatic dependent
     launch, so its blocks may start while the previous kernel in the stream still runs: wait for that kernel's
-    writes before reading anything, then let the next kernel's blocks start as this one's finish
-    (bundle/tl_source.check_dependent_launches refuses a kernel without the wait)."""
+    writes before reading anything (bundle/tl_source.check_dependent_launches refuses a kernel without the wait)."""
     T.pdl_sync()
+
+
+@T.macro
+def let_next_kernel_start():
+    """Let the next kernel's blocks be scheduled beside this one's, each waiting for all of this kernel's writes.
+    Kernels without warp roles do this right after the wait; warp-specialized ones (GEMMs, attention) only after
+    their main loop: early, the pass hung with our accumulating GEMMs in it, why not shown (docs/kernels.md)."""
     T.pdl_trigger()
 
 

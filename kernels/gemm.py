@@ -15,6 +15,7 @@ from kernels.common import (
     activate,
     after_previous_kernel,
     dtype,
+    let_next_kernel_start,
 )
 
 PASS_CONFIGS = FAST_MATH
@@ -151,6 +152,7 @@ def gemm(
                 else:
                     T.copy(W[bx * block_N, k * block_K], W_shared)
                     T.gemm(A_shared, W_shared, C_local, transpose_B=True, policy=policy)
+            let_next_kernel_start()
             if bias or act != "none":
                 for i, j in T.Parallel(block_M, block_N):
                     v = C_local[i, j] + Bias[bx * block_N + j] if bias else C_local[i, j]
@@ -270,6 +272,7 @@ def gemm_geglu(
                     T.copy(Wi[F + bx * block_N, k * block_K], Wg_shared)
                     T.gemm(A_shared, Wa_shared, acc, transpose_B=True, policy=policy)
                     T.gemm(A_shared, Wg_shared, acc_g, transpose_B=True, policy=policy)
+            let_next_kernel_start()
             if joint:  # a parallel loop reads one index of a fragment: the gate half is moved out first
                 for i, j in T.Parallel(block_M, block_N):
                     acc_g[i, j] = acc[i, block_N + j]
@@ -316,6 +319,7 @@ def gemm_split_k(N, K, *, block_W=64, block_T=128, block_K=64, splits=8, threads
             for k in T.Pipelined(per_split, num_stages=2):
                 T.copy(A[0, k0 + k * block_K], A_shared)  # rows past M: zeros
                 T.gemm(W_slice[:, k * block_K : (k + 1) * block_K], A_shared, acc, transpose_B=True)
+            let_next_kernel_start()
             for i, j in T.Parallel(block_W, block_T):
                 out[j, i] = acc[i, j]
             for j, i in T.Parallel(block_T, block_W):

@@ -79,3 +79,20 @@ def test_every_kernel_waits_for_its_predecessor_before_reading(gemm_source):
         check_dependent_launches(source.replace("cudaGridDependencySynchronize();", ""), "laya_x_t0")
     with pytest.raises(AbiMismatch, match="one programmatic-serialization attribute per launch"):
         check_dependent_launches(source.replace("programmaticStreamSerializationAllowed = 1;", ""), "laya_x_t0")
+
+
+def test_a_warp_specialized_kernel_lets_the_next_start_only_after_its_main_loop(gemm_source):
+    """Letting the next kernel start at the top of the GEMMs and attention hung the pass with our accumulating
+    GEMMs in it; after the main loop it did not (docs/kernels.md)."""
+    _, source = gemm_source
+    wait, let_next, registers = (
+        "cudaGridDependencySynchronize();",
+        "cudaTriggerProgrammaticLaunchCompletion();",
+        "warpgroup_reg_alloc<",
+    )
+    assert registers in source, "premise: the GEMM is warp-specialized"
+    assert source.index(wait) < source.index(registers) < source.index(let_next) > source.rindex("wgmma_")
+    early = source.replace(let_next, "").replace(wait, wait + "\n  " + let_next)
+    with pytest.raises(AbiMismatch, match="lets the next kernel start before its main loop"):
+        check_dependent_launches(early, "laya_x_t0")
+    check_dependent_launches(source.replace(let_next, ""), "laya_x_t0")  # none: the next starts as this one ends

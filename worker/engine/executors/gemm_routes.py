@@ -36,9 +36,9 @@ ROUTES: dict[str, dict[str, Ranges]] = {
 
 
 # Per accumulating GEMM, the M ranges where the bundle's kernel runs it instead of cuBLAS: none. Below M = 1024
-# cuBLAS was faster (docs/records/gemm-routes-h100-2026-12-05.csv, gemm-routes-h200-2026-12-06.csv); above, the
-# persistent tier beat it alone but hung inside the pass, and with the hang avoided the pass was slower
-# (acc-routed-h100-2026-12-07.json), so that tier is gone. `--tilelang-only` runs them everywhere.
+# cuBLAS was faster (docs/records/gemm-routes-h100-2026-12-05.csv, gemm-routes-h200-2026-12-06.csv); above, a
+# persistent tier beat it alone, but the pass was slower with it (acc-routed-h100-2026-12-07.json), so that tier is
+# gone. `--tilelang-only` runs them everywhere.
 ACCUMULATE_ON_BUNDLE: dict[str, dict[str, Ranges]] = {"original": {}, "optimized": {}}
 ACCUMULATING = (
     "gemm_attn_out_acc_f32",
