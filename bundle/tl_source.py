@@ -101,7 +101,7 @@ _CONSUMER_REGISTERS = "warpgroup_reg_alloc<"  # a warp-specialized kernel's cons
 
 def check_dependent_launches(source: str, symbol: str) -> None:
     """Every launch is a programmatic dependent launch, every kernel body waits for its predecessor
-    (`cudaGridDependencySynchronize`, which `kernels.common.after_previous_kernel` puts first), and a
+    (`cudaGridDependencySynchronize`, which `kernels.common.wait_for_previous_kernel` puts first), and a
     warp-specialized kernel lets the next one start only after its main loop (`let_next_kernel_start`).
 
     TileLang's stub launches each kernel as a programmatic dependent launch: its blocks may start before

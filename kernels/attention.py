@@ -15,10 +15,10 @@ from kernels.common import (
     FAST_MATH,
     SHARED_SM_BLOCKS,
     accum_dtype,
-    after_previous_kernel,
     dtype,
     let_next_kernel_start,
     share_sm,
+    wait_for_previous_kernel,
 )
 
 PASS_CONFIGS = FAST_MATH
@@ -70,7 +70,7 @@ def attention_fwd(H, Dh, *, window, block_M=64, block_N=64, num_stages=1, thread
         with T.Kernel(T.ceildiv(L, block_M), H, R, threads=threads) as (bx, by, bz):
             if blocks_per_sm == SHARED_SM_BLOCKS:
                 share_sm(threads)
-            after_previous_kernel()
+            wait_for_previous_kernel()
             # bx: tile of queries within the row, by: head, bz: row
             Q_shared = T.alloc_shared((block_M, Dh), dtype)
             K_shared = T.alloc_shared((block_N, Dh), dtype)

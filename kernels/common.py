@@ -20,7 +20,7 @@ SQRT1_2 = 0.7071067811865476
 
 
 @T.macro
-def after_previous_kernel():
+def wait_for_previous_kernel():
     """The first statement of every kernel. The bundle's host stubs launch each kernel as a programmatic dependent
     launch, so its blocks may start while the previous kernel in the stream still runs: wait for that kernel's
     writes before reading anything (bundle/tl_source.check_dependent_launches refuses a kernel without the wait)."""
@@ -30,9 +30,16 @@ def after_previous_kernel():
 @T.macro
 def let_next_kernel_start():
     """Let the next kernel's blocks be scheduled beside this one's, each waiting for all of this kernel's writes.
-    Kernels without warp roles do this right after the wait; warp-specialized ones (GEMMs, attention) only after
-    their main loop: early, the pass hung with our accumulating GEMMs in it, why not shown (docs/kernels.md)."""
+    Warp-specialized kernels (GEMMs, attention) do this only after their main loop: right after the wait, the pass
+    hung with our accumulating GEMMs in it, why not shown (docs/kernels.md)."""
     T.pdl_trigger()
+
+
+@T.macro
+def after_previous_kernel():
+    """The first statements of a kernel without warp roles: wait for the previous kernel, then let the next start."""
+    wait_for_previous_kernel()
+    let_next_kernel_start()
 
 
 REGISTER_FILE = 65536  # 32-bit registers an SM holds

@@ -13,9 +13,9 @@ from kernels.common import (
     MAX_SLICES,
     accum_dtype,
     activate,
-    after_previous_kernel,
     dtype,
     let_next_kernel_start,
+    wait_for_previous_kernel,
 )
 
 PASS_CONFIGS = FAST_MATH
@@ -141,7 +141,7 @@ def gemm(
                 T.copy(W[bx * block_N, 0], W_slice)  # no kernel writes weights: fetched before the wait
             else:
                 W_shared = T.alloc_shared((block_N, block_K), dtype)
-            after_previous_kernel()
+            wait_for_previous_kernel()
             T.clear(C_local)
             for k in T.Pipelined(k_steps, num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_shared)
@@ -248,7 +248,7 @@ def gemm_geglu(
                 acc = T.alloc_fragment((block_M, block_N), accum_dtype)  # the activated half
             acc_g = T.alloc_fragment((block_M, block_N), accum_dtype)  # the gate half (joint: copied out of acc)
             C_shared = T.alloc_shared((block_M, block_N), dtype) if store == "shared" else None
-            after_previous_kernel()
+            wait_for_previous_kernel()
             if swizzle:
                 T.use_swizzle(panel_size=swizzle)
             T.clear(acc)
@@ -314,7 +314,7 @@ def gemm_split_k(N, K, *, block_W=64, block_T=128, block_K=64, splits=8, threads
             k0 = bs * per_split * block_K
             for kk in T.unroll(per_split):  # past K (the last slice): TMA fills zeros
                 T.copy(W[bx * block_W, k0 + kk * block_K], W_slice[:, kk * block_K : (kk + 1) * block_K])
-            after_previous_kernel()
+            wait_for_previous_kernel()
             T.clear(acc)
             for k in T.Pipelined(per_split, num_stages=2):
                 T.copy(A[0, k0 + k * block_K], A_shared)  # rows past M: zeros

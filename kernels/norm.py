@@ -19,15 +19,7 @@ bf16 stream would lose whole units at every add.
 
 import tilelang.language as T
 
-from kernels.common import (
-    FAST_MATH,
-    MAX_SLICES,
-    accum_dtype,
-    after_previous_kernel,
-    dtype,
-    let_next_kernel_start,
-    row_statistics,
-)
+from kernels.common import FAST_MATH, MAX_SLICES, accum_dtype, after_previous_kernel, dtype, row_statistics
 
 PASS_CONFIGS = FAST_MATH
 
@@ -90,7 +82,6 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:  # bx: block of rows
                 after_previous_kernel()
-                let_next_kernel_start()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 for i, j in T.Parallel(block_M, D):
                     x[i, j] = E[Ids[T.min(bx * block_M + i, M - 1)], j]
@@ -111,7 +102,6 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
                 after_previous_kernel()
-                let_next_kernel_start()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 for i, j in T.Parallel(block_M, D):
                     row = T.min(bx * block_M + i, M - 1)
@@ -125,7 +115,6 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         def main(X: T.Tensor((M, D), accum_dtype), R: T.Tensor((M, D), dtype)):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
                 after_previous_kernel()
-                let_next_kernel_start()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 add_residual(X, R, x, bx * block_M)
 
@@ -141,7 +130,6 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
                 after_previous_kernel()
-                let_next_kernel_start()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 add_residual(X, R, x, bx * block_M)
                 norm_rows(x, W, Bias, Y, bx * block_M, None)
@@ -157,7 +145,6 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
                 after_previous_kernel()
-                let_next_kernel_start()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 add_residual(X, R, x, bx * block_M)
                 norm_rows(x, W, None, Y, bx * block_M, None)
@@ -175,7 +162,6 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
                 after_previous_kernel()
-                let_next_kernel_start()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 product = T.alloc_fragment((block_M, D), accum_dtype)
                 row0 = bx * block_M
@@ -204,7 +190,6 @@ def layer_norm(D, *, source, bias, eps, normalize=True, vocab=0, n_types=3, bloc
         ):
             with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
                 after_previous_kernel()
-                let_next_kernel_start()
                 x = T.alloc_fragment((block_M, D), accum_dtype)
                 T.copy(X[bx * block_M, 0], x)
                 norm_rows(x, W, Bias, Y, bx * block_M, None)

@@ -17,14 +17,7 @@ It runs after the CUDA graph, outside capture, as the spec has it for the scorer
 
 import tilelang.language as T
 
-from kernels.common import (
-    EXACT_MATH,
-    accum_dtype,
-    activate,
-    after_previous_kernel,
-    let_next_kernel_start,
-    row_statistics,
-)
+from kernels.common import EXACT_MATH, accum_dtype, activate, after_previous_kernel, row_statistics
 
 PASS_CONFIGS = EXACT_MATH
 
@@ -78,7 +71,6 @@ def scores(D, *, eps, block_N, block_J, threads):
         # bx: a block of columns (of W1, or of A1's units); by: markers, then [CLS] rows past marker_blocks
         with T.Kernel(n_blocks, marker_blocks + T.ceildiv(R, block_N), threads=threads) as (bx, by):
             after_previous_kernel()
-            let_next_kernel_start()
             x = T.alloc_fragment((block_N, D), accum_dtype)
             centered = T.alloc_fragment((block_N, D), accum_dtype)
             mean = T.alloc_fragment((block_N,), accum_dtype)
@@ -140,7 +132,6 @@ def heads(D, *, n_blocks, max_len, block_K, block_O, threads):
     ):
         with T.Kernel(R, threads=threads) as r:
             after_previous_kernel()
-            let_next_kernel_start()
             K = C - A  # option slots per row; N = R * K
             logits = T.alloc_shared((max_len,), accum_dtype)  # a row's option logits, then its act logits
             hidden = T.alloc_shared((H,), accum_dtype)

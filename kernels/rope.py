@@ -11,7 +11,7 @@ m % L. Only q and k rotate.
 
 import tilelang.language as T
 
-from kernels.common import EXACT_MATH, accum_dtype, after_previous_kernel, dtype, let_next_kernel_start
+from kernels.common import EXACT_MATH, accum_dtype, after_previous_kernel, dtype
 
 PASS_CONFIGS = EXACT_MATH  # cos/sin of angles up to max_len radians need the accurate functions
 
@@ -41,7 +41,6 @@ def rope(H, Dh, max_len, *, tables, block_M=32, threads=128):
     def rotate(QKV, L, Cos, Sin, InvFreq):
         with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:  # bx: block of tokens
             after_previous_kernel()
-            let_next_kernel_start()
             QK_shared = T.alloc_shared((block_M, 2 * H * Dh), dtype)
             cos_shared = T.alloc_shared((block_M, Dh), accum_dtype)
             sin_shared = T.alloc_shared((block_M, Dh), accum_dtype)

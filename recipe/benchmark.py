@@ -372,11 +372,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", choices=("cuda", "reference"), default="cuda", help="our executor (default cuda)")
     p.add_argument("--eager", action="store_true", help="cuda executor without CUDA graphs")
     p.add_argument("--original-rope", action="store_true", help="cuda executor with the table RoPE")
-    p.add_argument(
-        "--tilelang-only",
-        action="store_true",
-        help="every GEMM on the bundle's kernels (no cuBLAS)",
-    )
+    p.add_argument("--tilelang-only", action="store_true", help="every GEMM on the bundle's kernels (no cuBLAS)")
     p.add_argument(
         "--split-k",
         action=argparse.BooleanOptionalAction,

@@ -210,8 +210,8 @@ def test_routes_are_chosen_by_entry_and_m():
     assert routes.route("attn_fwd_global_bf16", 16) == TILELANG
     assert GemmRoutes.for_bundle("original").route("gemm_qkv_bf16", 16) == TILELANG
     assert GemmRoutes.for_bundle("optimized", use_cublas=False).route("gemm_qkv_bf16", 16) == TILELANG
-    # the stream's GEMMs on cuBLAS (the bundle's kernels lost below M = 1024; its tier above hung inside the pass and
-    # lost there: docs/records/acc-routed-h100-2026-12-07.json), on the bundle without cuBLAS
+    # the stream's GEMMs on cuBLAS (the bundle's kernels lost below M = 1024; a persistent tier above won alone and
+    # lost inside the pass: docs/records/acc-routed-h100-2026-12-07.json), on the bundle without cuBLAS
     acc = "gemm_mlp_out_acc_f32"
     assert all(routes.route_accumulate(a, m) == CUBLAS_ACCUMULATE for a in ACCUMULATING for m in (16, 1025, 8192))
     assert TILELANG_ONLY.route_accumulate(acc, 16) == TILELANG
