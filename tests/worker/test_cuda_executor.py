@@ -31,7 +31,8 @@ from worker.engine.executors.gemm_routes import (
 )
 from worker.engine.sequences import Row
 
-TILELANG_ONLY = GemmRoutes.for_bundle("optimized", use_cublas=False)  # the stream accumulated by the bundle too
+# every GEMM on the bundle, the stream accumulated by its *_acc_f32 kernels at every M
+TILELANG_ONLY = GemmRoutes.for_bundle("optimized", use_cublas=False, split_k=False)
 SPLIT_K = GemmRoutes.for_bundle("optimized", split_k=True)  # the split-K GEMMs at small M
 ALL_CUBLAS = GemmRoutes("all-cublas", {entry: ((1, None),) for entry in ROUTES["optimized"]})
 # bf16 weights and activations against the fp32 reference, on a random tiny model whose scorer is 32x wider than
@@ -218,9 +219,11 @@ def test_routes_are_chosen_by_entry_and_m():
     assert "the stream accumulated by the bundle's kernels for" in TILELANG_ONLY.summary()
     assert f"{acc} M 1-any" in TILELANG_ONLY.summary()
     assert f"{ffn1} M 17-any" in routes.summary()
-    # the split-K GEMMs only where asked for until timed, and only where their tiers reach
+    # the split-K GEMMs by default at small M, only where their tiers reach; nowhere for the original shapes
     mlp_split = "gemm_mlp_out_split_f32"
-    assert not routes.split(mlp_split, 16) and not TILELANG_ONLY.split(mlp_split, 16)
+    assert routes.split(mlp_split, 16) and not routes.split(mlp_split, 129)
+    assert not GemmRoutes.for_bundle("optimized", split_k=False).split(mlp_split, 16)
+    assert not GemmRoutes.for_bundle("original").split(mlp_split, 16)
     assert SPLIT_K.split(mlp_split, 128) and not SPLIT_K.split(mlp_split, 129)
     assert f"split over K for gemm_attn_out_split_f32 M 1-128, {mlp_split} M 1-128" in SPLIT_K.summary()
     with pytest.raises(ValueError, match="no GEMM routing table for tile configuration 'other'"):

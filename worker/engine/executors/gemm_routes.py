@@ -47,15 +47,14 @@ ACCUMULATING = (
     "gemm_head_ffn2_bias_acc_f32",
 )
 EVERY_M: Ranges = ((1, None),)
-# At small M the encoder's two GEMMs that join the stream can run as split-K kernels of the bundle (the weights
-# streamed by every SM), writing fp32 slices that the next norm sums into the stream (chain.py); the kernels admit
-# M <= 128. SPLIT_K is where `split_k=True` runs them; SPLIT_ON_BUNDLE where a table runs them by default: nowhere
-# yet. On the H200 the pass was no faster with them (docs/records/split-k-h200-2026-12-06.json); with the norm's
-# loads unrolled two H100s ran 1x77 2-3% and 0.4-1.3% faster (load-profile-h100-2026-12-06.json,
-# gpu-h100-2026-12-06b.json), still to be A/B'd on an H200 (docs/kernels.md, "Split-K at small M").
+# At small M the encoder's two GEMMs that join the stream run as split-K kernels of the bundle (the weights streamed
+# by every SM), writing fp32 slices that the next norm sums into the stream in a fixed order (chain.py); the kernels
+# admit M <= 128. SPLIT_K is where `split_k=True` runs them, SPLIT_ON_BUNDLE where a table runs them by default. With
+# the norm's loads issued at once, 1x77 ran 0.4-4% faster with them on three H100s, base and new alternating
+# (load-profile-h100-2026-12-06.json, gpu-h100-2026-12-06b.json, split-default-h100-2026-12-07.json).
 SMALL_M: Ranges = ((1, 128),)
 SPLIT_K: dict[str, Ranges] = {"gemm_attn_out_split_f32": SMALL_M, "gemm_mlp_out_split_f32": SMALL_M}
-SPLIT_ON_BUNDLE: dict[str, dict[str, Ranges]] = {"original": {}, "optimized": {}}
+SPLIT_ON_BUNDLE: dict[str, dict[str, Ranges]] = {"original": {}, "optimized": SPLIT_K}
 
 
 @dataclass(frozen=True)
