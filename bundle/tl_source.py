@@ -128,8 +128,8 @@ def check_dependent_launches(source: str, symbol: str) -> None:
                 f"{symbol}: kernel {kernel.group(1)} never waits for its predecessor ({_WAIT}): "
                 "start it with T.pdl_sync()"
             )
-        early = _LET_NEXT_START in body and body.index(_LET_NEXT_START) < body.find(_CONSUMER_REGISTERS)
-        if early:  # find: -1 where the kernel has no warp roles
+        consumers = body.find(_CONSUMER_REGISTERS)  # -1: a kernel without warp roles
+        if consumers >= 0 and _LET_NEXT_START in body[:consumers]:
             raise AbiMismatch(
                 f"{symbol}: kernel {kernel.group(1)} is warp-specialized and lets the next kernel start before "
                 "its main loop: call let_next_kernel_start() after it"
