@@ -50,8 +50,9 @@ EVERY_M: Ranges = ((1, None),)
 # At small M the encoder's two GEMMs that join the stream run as split-K kernels of the bundle (the weights streamed
 # by every SM), writing fp32 slices that the next norm sums into the stream in a fixed order (chain.py); the kernels
 # admit M <= 128. SPLIT_K is where `split_k=True` runs them, SPLIT_ON_BUNDLE where a table runs them by default. With
-# the norm's loads issued at once, 1x77 ran 0.4-3.2% faster with them on four H100s, base and new alternating
-# (load-profile-h100-2026-12-06.json, gpu-h100-2026-12-06b.json, split-default-h100-2026-12-07.json).
+# the norm's loads issued at once, 1x77 ran 0.4-3.2% faster with them on four H100s and 4.4-4.8% on an H200, base and
+# new alternating (load-profile-h100-2026-12-06.json, gpu-h100-2026-12-06b.json, split-default-h100-2026-12-07.json,
+# split-default-h200-2026-12-07.json).
 SMALL_M: Ranges = ((1, 128),)
 SPLIT_K: dict[str, Ranges] = {"gemm_attn_out_split_f32": SMALL_M, "gemm_mlp_out_split_f32": SMALL_M}
 SPLIT_ON_BUNDLE: dict[str, dict[str, Ranges]] = {"original": {}, "optimized": SPLIT_K}
