@@ -13,7 +13,6 @@ import tilelang.language as T
 
 from kernels.common import (
     FAST_MATH,
-    SHARED_SM_BLOCKS,
     accum_dtype,
     dtype,
     let_next_kernel_start,
@@ -51,10 +50,10 @@ TILE_CONFIGS = {
 def attention_fwd(H, Dh, *, window, block_M=64, block_N=64, num_stages=1, threads=128, blocks_per_sm=1):
     """One (query tile, head, row) per block; online softmax over the key tiles the mask allows.
 
-    blocks_per_sm = 2: two blocks share an SM (kernels.common.share_sm), one's softmax beside the other's wgmmas.
+    blocks_per_sm = 2 or 3: blocks share an SM (kernels.common.share_sm), one's softmax beside another's wgmmas.
     """
-    if blocks_per_sm not in (1, SHARED_SM_BLOCKS):
-        raise ValueError(f"blocks_per_sm must be 1 or {SHARED_SM_BLOCKS}, not {blocks_per_sm}")
+    if blocks_per_sm not in (1, 2, 3):
+        raise ValueError(f"blocks_per_sm must be 1, 2 or 3, not {blocks_per_sm}")
     M = T.dynamic("M")
     R = T.dynamic("R")
     width = 3 * H * Dh
@@ -68,8 +67,8 @@ def attention_fwd(H, Dh, *, window, block_M=64, block_N=64, num_stages=1, thread
         O: T.Tensor((M, H * Dh), dtype),
     ):
         with T.Kernel(T.ceildiv(L, block_M), H, R, threads=threads) as (bx, by, bz):
-            if blocks_per_sm == SHARED_SM_BLOCKS:
-                share_sm(threads)
+            if blocks_per_sm > 1:
+                share_sm(threads, blocks_per_sm)
             wait_for_previous_kernel()
             # bx: tile of queries within the row, by: head, bz: row
             Q_shared = T.alloc_shared((block_M, Dh), dtype)

@@ -45,26 +45,25 @@ def after_previous_kernel():
 REGISTER_FILE = 65536  # 32-bit registers an SM holds
 WARPGROUP = 128  # threads of the producer warpgroup that TileLang's warp specialization adds to a kernel's
 PRODUCER_REGS = 24
-SHARED_SM_BLOCKS = 2  # three (64-query attention tiles, 136 registers a consumer) hung in a timing loop on an H100
 
 
 @T.macro
-def share_sm(threads: int):
-    """Two blocks of a warp-specialized kernel (`threads` consumer threads) on each SM, so that one's epilogue or
-    softmax runs beside the other's wgmmas. TileLang's default register split (producer 24, consumers 240) claims
-    the whole register file for one block; here the registers are capped at half of it a block, and the consumers
-    take what the producer warpgroup gives back of its share."""
-    T.annotate_min_blocks_per_sm(SHARED_SM_BLOCKS)
+def share_sm(threads: int, blocks: int):
+    """`blocks` blocks of a warp-specialized kernel (`threads` consumer threads) on each SM, so that one's epilogue
+    or softmax runs beside another's wgmmas. TileLang's default register split (producer 24, consumers 240) claims
+    the whole register file for one block; here each block's registers are capped at its share of it, and the
+    consumers take what the producer warpgroup gives back of its own."""
+    T.annotate_min_blocks_per_sm(blocks)
     T.annotate_producer_reg_dealloc(PRODUCER_REGS)
-    T.annotate_consumer_reg_alloc(consumer_registers(threads))
+    T.annotate_consumer_reg_alloc(consumer_registers(threads, blocks))
 
 
-def consumer_registers(threads: int) -> int:
-    """Registers a consumer thread may take (setmaxnreg) when SHARED_SM_BLOCKS blocks of `threads` consumer threads
-    and one producer warpgroup share an SM: each block holds its launch share (a multiple of 8 a thread), and what
-    the producer releases going down to PRODUCER_REGS is all its consumers can gain; asking more waits forever."""
+def consumer_registers(threads: int, blocks: int) -> int:
+    """Registers a consumer thread may take (setmaxnreg) when `blocks` blocks of `threads` consumer threads and one
+    producer warpgroup each share an SM: each block holds its launch share (a multiple of 8 a thread), and what the
+    producer releases going down to PRODUCER_REGS is all its consumers can gain; asking more waits forever."""
     block_threads = threads + WARPGROUP
-    at_launch = REGISTER_FILE // (SHARED_SM_BLOCKS * block_threads) // 8 * 8
+    at_launch = REGISTER_FILE // (blocks * block_threads) // 8 * 8
     return (at_launch * block_threads - WARPGROUP * PRODUCER_REGS) // threads // 8 * 8
 
 

@@ -194,9 +194,18 @@ def test_a_sweep_candidate_holds_only_its_entries_with_its_tiers(tmp_path, capsy
     assert "__launch_bounds__(384, 2)" in source
     assert "warpgroup_reg_dealloc<24>" in source and "warpgroup_reg_alloc<104>" in source
 
-    three = {**attention, "blocks_per_sm": 3}
-    assert main(out=tmp_path / "b", model="tiny", candidates={"attn_fwd_local_bf16": [three]}) == 1
-    assert "blocks_per_sm must be 1 or 2, not 3" in capsys.readouterr().err
+    # three blocks of 64-query tiles an SM: 80 registers a thread at launch (65536 / (3 x 256)); the consumer
+    # warpgroup takes what the producer gives back, (80 - 24) x 128, to 136
+    three = {**attention, "block_M": 64, "threads": 128, "blocks_per_sm": 3}
+    assert main(out=tmp_path / "b", model="tiny", candidates={"attn_fwd_global_bf16": [three]}) == 0
+    (entry,) = Manifest.read(tmp_path / "b").entries.values()
+    source = (tmp_path / "b" / "src" / f"{entry.tiers[0].symbol}.cu").read_text()
+    assert "__launch_bounds__(256, 3)" in source
+    assert "warpgroup_reg_dealloc<24>" in source and "warpgroup_reg_alloc<136>" in source
+
+    four = {**three, "blocks_per_sm": 4}
+    assert main(out=tmp_path / "f", model="tiny", candidates={"attn_fwd_local_bf16": [four]}) == 1
+    assert "blocks_per_sm must be 1, 2 or 3, not 4" in capsys.readouterr().err
 
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
