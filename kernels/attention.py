@@ -31,16 +31,26 @@ SHAPES = {
     "attn_fwd_local_bf16": lambda window: dict(window=window),
 }
 
+# Tiers by M (docs/kernels.md, "Attention blocks sharing an SM"). 64-query tiles one block an SM up to M = 512,
+# where the grid is about a wave and sharing an SM has nothing to overlap; 128-query tiles with two warpgroups,
+# two blocks an SM, so that one's softmax runs beside the other's wgmmas; 64-query tiles three an SM where the grid
+# is a few waves (M = 1025-2560).
+SMALL_TILES = dict(block_M=64, block_N=64, num_stages=2, threads=128)
+LARGE_TILES = dict(block_M=128, block_N=64, num_stages=2, threads=256, blocks_per_sm=2)
+THREE_AN_SM = {
+    "attn_fwd_global_bf16": dict(block_M=64, block_N=64, num_stages=3, threads=128, blocks_per_sm=3),
+    "attn_fwd_local_bf16": dict(block_M=64, block_N=64, num_stages=2, threads=128, blocks_per_sm=3),
+}
+
 # A list of tiers per entry, as for the GEMMs: the loader picks one by M = R * L.
 TILE_CONFIGS = {
     "original": {name: [dict(max_m=None, block_M=64, block_N=64, num_stages=1, threads=128)] for name in SHAPES},
-    # 128-query tiles with two warpgroups from M = 513, two blocks an SM so that one's softmax runs beside the
-    # other's wgmmas (H100: docs/records/attention-tiles-h100-2026-12-06.json); 64-query tiles below, where they
-    # give the SMs twice the blocks (H200: docs/records/attention-tiles-h200-2026-12-03.json)
     "optimized": {
         name: [
-            dict(max_m=512, block_M=64, block_N=64, num_stages=2, threads=128),
-            dict(max_m=None, block_M=128, block_N=64, num_stages=2, threads=256, blocks_per_sm=2),
+            dict(max_m=512, **SMALL_TILES),
+            dict(max_m=1024, **LARGE_TILES),
+            dict(max_m=2560, **THREE_AN_SM[name]),
+            dict(max_m=None, **LARGE_TILES),
         ]
         for name in SHAPES
     },
