@@ -2,7 +2,8 @@
 
     python -m recipe.engine_profile --checkpoint CKPT --bundle BUNDLE --output OUT
 
-Host: the median of each stage of `Engine.decide` timed apart (OUT/host-stages.json), and `Engine.decide` of
+Host: the median of each stage of `Engine.decide` timed apart, the executor's launch split into its replay and
+readout calls (OUT/host-stages.json), and `Engine.decide` of
 each input under cProfile (50 calls after 10 warm-ups); OUT/host-<input>.txt holds the functions by
 cumulative and by own time. GPU: for each input's bucket, every launch of the executor's
 chain is captured alone, 20 times in a row, in a CUDA graph and replayed as `recipe.kernel_bench` replays
@@ -13,6 +14,7 @@ launch's time; OUT/chain.md sums them by entry point per input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
@@ -21,6 +23,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 from recipe.bench_inputs import INPUTS
@@ -45,34 +48,70 @@ def host_profile(engine, payload: dict) -> str:
 
 
 STAGES = ("prepare", "batch", "launch", "result", "decode", "decide")
+# the cuda executor's calls inside its launch, timed apart: the graph's replay call and the readout's launches
+LAUNCH_PARTS = {"launch: replay call": "_run", "launch: readout call": "readout"}
+
+
+@contextlib.contextmanager
+def timing_launch_parts(executor, times: dict[str, list[float]]) -> Iterator[None]:
+    """While inside, each of LAUNCH_PARTS' calls on `executor` appends its host ms to `times`."""
+
+    def timed(stage: str, call):
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                times[stage].append((time.perf_counter() - t0) * 1e3)
+
+        return wrapper
+
+    own = {attribute: vars(executor)[attribute] for attribute in LAUNCH_PARTS.values() if attribute in vars(executor)}
+    for stage, attribute in LAUNCH_PARTS.items():
+        setattr(executor, attribute, timed(stage, getattr(executor, attribute)))
+    try:
+        yield
+    finally:
+        for attribute in LAUNCH_PARTS.values():
+            delattr(executor, attribute)
+        for attribute, value in own.items():  # the readout is the instance's own; `_run` is the class's method
+            setattr(executor, attribute, value)
 
 
 def host_stages(engine, payload: dict, samples: int = 200) -> dict[str, float]:
     """Median ms of each stage of `Engine.decide`, timed apart on the host (20 warm-ups): preparing the rows,
-    the Batch, launching the pass (until the call returns), waiting for its result, decoding; then the whole
-    `decide` and the executor's GPU time of its pass."""
+    the Batch, launching the pass (until the call returns; with the cuda executor also its replay and readout
+    calls inside it), waiting for its result, decoding; then the whole `decide` and the executor's GPU time of
+    its pass."""
     from worker.engine.batch import Batch
 
     times: dict[str, list[float]] = defaultdict(list)
-    for i in range(20 + samples):
-        t = [time.perf_counter()]
-        prepared = engine.prepare(payload)
-        t.append(time.perf_counter())
-        batch = Batch.from_rows(prepared.rows, engine.tokenizer.pad_id, engine.executor.admits)
-        t.append(time.perf_counter())
-        pending = engine.executor.launch(batch)
-        t.append(time.perf_counter())
-        outputs = pending.result()
-        t.append(time.perf_counter())
-        engine._answer(prepared, outputs.logits, outputs.act_probs)
-        t.append(time.perf_counter())
-        engine.decide(payload)
-        t.append(time.perf_counter())
-        if i >= 20:
-            for stage, start, end in zip(STAGES, t[:-1], t[1:], strict=True):
-                times[stage].append((end - start) * 1e3)
-            if outputs.executor_ms is not None:
-                times["executor (GPU)"].append(outputs.executor_ms)
+    parts: dict[str, list[float]] = defaultdict(list)
+    timing = timing_launch_parts(engine.executor, parts) if engine.executor.name == "cuda" else contextlib.nullcontext()
+    with timing:
+        for i in range(20 + samples):
+            t = [time.perf_counter()]
+            prepared = engine.prepare(payload)
+            t.append(time.perf_counter())
+            batch = Batch.from_rows(prepared.rows, engine.tokenizer.pad_id, engine.executor.admits)
+            parts.clear()
+            t.append(time.perf_counter())
+            pending = engine.executor.launch(batch)
+            t.append(time.perf_counter())
+            launch_parts = {stage: ms[0] for stage, ms in parts.items()}  # before decide() below adds its own
+            outputs = pending.result()
+            t.append(time.perf_counter())
+            engine._answer(prepared, outputs.logits, outputs.act_probs)
+            t.append(time.perf_counter())
+            engine.decide(payload)
+            t.append(time.perf_counter())
+            if i >= 20:
+                for stage, start, end in zip(STAGES, t[:-1], t[1:], strict=True):
+                    times[stage].append((end - start) * 1e3)
+                for stage, ms in launch_parts.items():
+                    times[stage].append(ms)
+                if outputs.executor_ms is not None:
+                    times["executor (GPU)"].append(outputs.executor_ms)
     return {stage: round(statistics.median(ms), 4) for stage, ms in times.items()}
 
 
