@@ -1,6 +1,7 @@
 """Where the engine time of the benchmark inputs goes: host-side functions, and each launch of the GPU chain.
 
     python -m recipe.engine_profile --checkpoint CKPT --bundle BUNDLE --output OUT
+    python -m recipe.engine_profile --checkpoint CKPT --host-only --output OUT   (any machine)
 
 Host: the median of each stage of `Engine.decide` timed apart, the executor's launch split into its replay and
 readout calls (OUT/host-stages.json), and `Engine.decide` of
@@ -9,6 +10,11 @@ cumulative and by own time. GPU: for each input's bucket, every launch of the ex
 chain is captured alone, 20 times in a row, in a CUDA graph and replayed as `recipe.kernel_bench` replays
 (3 warm-up, 20 timed); a launch's time is the median replay time / 20. OUT/chain.json holds every
 launch's time; OUT/chain.md sums them by entry point per input.
+
+--host-only: the host's stages and cProfile alone, without a GPU or a bundle. The engine runs recipe.paced_executor
+over the reference executor (LAYA_PACE_INNER, LAYA_PACE_DEPTH apply), each input's passes taking --pace-ms, so
+the host waits between its stages as it waits for a GPU (its caches cool while it waits); an input's first pass runs
+the reference's forward, minutes at 16x512 on two cores.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import contextlib
 import cProfile
 import io
 import json
+import os
 import pstats
 import statistics
 import sys
@@ -30,6 +37,7 @@ from recipe.bench_inputs import INPUTS
 from recipe.kernel_bench import graph_launch_times_us
 
 REPEAT = 20  # launches of one step per graph
+PACE_MS = (1.03, 1.65, 1.50, 4.62, 12.69)  # --host-only's passes: compare-h200-2026-12-07.json's executor times
 
 
 def host_profile(engine, payload: dict) -> str:
@@ -124,18 +132,28 @@ def step_times_us(executor, key: tuple[int, int]) -> list[tuple[str, str, float]
     ]
 
 
-def main(*, checkpoint: Path, bundle: Path, output: Path) -> int:
+def main(*, checkpoint: Path, bundle: Path | None, output: Path, pace_ms: list[float] | None = None) -> int:
     from worker.engine.engine import Engine
     from worker.engine.executors import ExecutorOptions
 
     output.mkdir(parents=True)
-    engine = Engine(checkpoint, executor="cuda", options=ExecutorOptions(bundle=bundle))
+    if pace_ms is None:
+        engine = Engine(checkpoint, executor="cuda", options=ExecutorOptions(bundle=bundle))
+    else:
+        os.environ.setdefault("LAYA_PACE_INNER", "reference")
+        engine = Engine(checkpoint, executor="recipe.paced_executor:make")
     chain, lines = {}, ["| input | bucket | chain sum (ms) | top entry points (ms) |", "|---|---|---|---|"]
     stages = {}
-    for name, payload in INPUTS.items():
+    for (name, payload), pace in zip(INPUTS.items(), pace_ms or [None] * len(INPUTS), strict=True):
+        if pace is not None:
+            engine.executor.pass_s = pace / 1000  # recipe.paced_executor's time a pass
         stages[name] = host_stages(engine, payload)
         print(name, json.dumps(stages[name]), flush=True)
+        if pace is not None:
+            (output / f"host-{name.split()[0]}.txt").write_text(host_profile(engine, payload))
     (output / "host-stages.json").write_text(json.dumps(stages, indent=1) + "\n")
+    if pace_ms is not None:
+        return 0
     for name, payload in INPUTS.items():
         slug = name.split()[0]
         (output / f"host-{slug}.txt").write_text(host_profile(engine, payload))
@@ -165,9 +183,22 @@ if __name__ == "__main__":
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--checkpoint", type=Path, required=True, help="a full-size checkpoint")
-    p.add_argument("--bundle", type=Path, required=True, help="a bundle verified against it")
+    p.add_argument("--bundle", type=Path, help="a bundle verified against it (not with --host-only)")
     p.add_argument("--output", type=Path, required=True, help="a directory that does not exist yet")
+    p.add_argument("--host-only", action="store_true", help="the host's stages alone, the passes paced (above)")
+    p.add_argument(
+        "--pace-ms",
+        type=lambda text: [float(ms) for ms in text.split(",")],
+        default=PACE_MS,
+        help="with --host-only: each input's pass time in ms, comma-separated in the inputs' order "
+        f"(default {','.join(map(str, PACE_MS))}: the H200's executor times at 6d8cea6)",
+    )
     a = p.parse_args()
     if a.output.exists():
         p.error(f"{a.output} exists; give a fresh directory")
-    sys.exit(main(checkpoint=a.checkpoint, bundle=a.bundle, output=a.output))
+    if a.host_only == (a.bundle is not None):
+        p.error("give --bundle, or --host-only without one")
+    if len(a.pace_ms) != len(INPUTS):
+        p.error(f"--pace-ms takes {len(INPUTS)} times, one for each input")
+    pace_ms = a.pace_ms if a.host_only else None
+    sys.exit(main(checkpoint=a.checkpoint, bundle=a.bundle, output=a.output, pace_ms=pace_ms))

@@ -33,7 +33,7 @@ def forward_both(pair, payload):
     with torch.no_grad():
         want = agent._forward(collate_items([items], agent.tok.pad_token_id))
     rows = pair.engine.prepare(payload).rows
-    assert [r.ids for r in rows] == [it["ids"] for it in items], "rows differ from laya's build_sequence"
+    assert [r.ids.tolist() for r in rows] == [it["ids"] for it in items], "rows differ from laya's build_sequence"
     assert [r.markers for r in rows] == [it["markers"] for it in items]
     out = pair.engine.executor.forward(Batch.from_rows(rows, pair.engine.tokenizer.pad_id, pair.engine.executor.admits))
     return want, (out.logits, out.act_probs)

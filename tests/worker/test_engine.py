@@ -55,7 +55,11 @@ def test_state_is_tokenized_once_and_question_texts_come_from_the_cache_when_see
     again = engine.prepare(payload(state="another state text", **questions))
     assert calls == [("state", "another state text")]  # the question texts all came from the cache
     fresh = Engine(tiny_checkpoint, executor=engine.executor).prepare(payload(state="another state text", **questions))
-    assert [r.ids for r in again.rows] == [r.ids for r in fresh.rows] != [r.ids for r in first.rows]
+    assert (
+        [r.ids.tolist() for r in again.rows]
+        == [r.ids.tolist() for r in fresh.rows]
+        != [r.ids.tolist() for r in first.rows]
+    )
 
 
 def test_a_long_state_is_tokenized_only_as_far_as_a_row_can_hold(engine):
@@ -66,7 +70,7 @@ def test_a_long_state_is_tokenized_only_as_far_as_a_row_can_hold(engine):
     turns = [{"role": "user", "content": "refund the duplicate charge, please."}] * 400
     rows = engine.prepare(payload(state=turns, q=NOUL)).rows
     whole = engine.tokenizer.encode(json.dumps(turns, ensure_ascii=False))
-    assert rows[0].ids[-engine.config.max_len // 2 :][:-1] == whole[-(engine.config.max_len // 2 - 1) :]
+    assert rows[0].ids[-engine.config.max_len // 2 :][:-1].tolist() == whole[-(engine.config.max_len // 2 - 1) :]
 
 
 def test_the_text_cache_keeps_the_most_recent_texts(engine, monkeypatch):

@@ -9,6 +9,7 @@ order, levels as text in a score's legend, the min_confidence gate's fields, and
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from laya_common.model import QTYPES, ModelConfig
 from worker.engine.sequences import Question, render_criterion
 
 DIGITS = 4  # every probability and score is rounded to this many decimals
+SEQUENTIAL_SUM = 8  # numpy's add.reduce sums fewer values than this in order, more pairwise (in blocks of 8)
 
 
 def decode_answers(
@@ -38,23 +40,19 @@ def decode_answers(
     (None: no gate) gates every answer.
     """
     answers = {}
-    for r, (question, k) in enumerate(zip(questions, n_options, strict=True)):
-        qtype = QTYPES[question.type]
-        z = logits[r][:k] / config.temperature_for(qtype, k)
-        p = np.exp(z - z.max())
-        p = p / p.sum()
-        if question.option_order is not None:  # slot s showed option option_order[s]
-            slots, p = p, np.empty_like(p)
-            p[list(question.option_order)] = slots
+    numbers = _distributions(config, questions, n_options, logits, protocol)
+    for r, (question, k, (p, best, top, concentration, mean_level)) in enumerate(
+        zip(questions, n_options, numbers, strict=True)
+    ):
         action = {"act_probability": round(float(act_probs[r][0]), DIGITS)}
-        answer_confidence = round(_top_probability(p, k), DIGITS)
+        answer_confidence = round(top, DIGITS)
         if question.type == "choice":
             labels = list(question.criteria)
             answers[question.qid] = {
                 "type": "choice",
-                "choice": labels[int(p.argmax())],
-                "probabilities": {label: round(float(v), DIGITS) for label, v in zip(labels, p, strict=True)},
-                "confidence": round(_entropy_confidence(p, k, protocol), DIGITS),
+                "choice": labels[best],
+                "probabilities": {label: round(v, DIGITS) for label, v in zip(labels, p, strict=True)},
+                "confidence": round(concentration, DIGITS),
                 "answer_confidence": answer_confidence,
                 "action": action,
             }
@@ -62,15 +60,15 @@ def decode_answers(
             legend = question.criteria if protocol == V03 else [render_criterion(c) for c in question.criteria]
             answers[question.qid] = {
                 "type": "score",
-                "score": round(float((np.arange(k) * p).sum()), DIGITS),
+                "score": round(mean_level, DIGITS),
                 "legend": {str(i): level for i, level in enumerate(legend)},
-                "probabilities": {str(i): round(float(v), DIGITS) for i, v in enumerate(p)},
-                "confidence": round(_entropy_confidence(p, k, protocol), DIGITS),
+                "probabilities": {str(i): round(v, DIGITS) for i, v in enumerate(p)},
+                "confidence": round(concentration, DIGITS),
                 "answer_confidence": answer_confidence,
                 "action": action,
             }
         else:
-            p_true = float(p[1])
+            p_true = p[1]
             answers[question.qid] = {
                 "type": "noul",
                 "noul": round(p_true, DIGITS),
@@ -81,6 +79,66 @@ def decode_answers(
         if protocol == V04:
             _add_v04_fields(answers[question.qid], k, min_confidence)
     return answers
+
+
+class _Distribution(NamedTuple):
+    """One question's option distribution and what its answer reads from it, as Python floats."""
+
+    p: list[float]  # float32 probabilities in the question's option order
+    best: int  # the most probable option
+    top: float  # max(p): the calibrated confidence, the quantity temperature scaling fits
+    concentration: float  # 1 - H(p) / log(k): how concentrated p is (not calibrated); 1.0 for one option
+    mean_level: float  # sum(i * p_i): a score's expected level
+
+
+def _distributions(
+    config: ModelConfig, questions: list[Question], n_options: list[int], logits, protocol: str
+) -> list[_Distribution]:
+    """Each row's _Distribution, computed a group of rows at a time (`_groups`).
+
+    Per element every step is the reference's one-row numpy arithmetic: the temperature divides in float32, the
+    softmax, entropy and expected level reduce each row in its own order. laya 0.3.20 divides the float32 entropy
+    by log(k) in float32, 0.4.15 widens it to float64 first: the fourth decimal can differ."""
+    decoded: list[_Distribution | None] = [None] * len(questions)
+    # the ufuncs' own reduce (not ndarray.sum, max) and only what a group's question types read: at a few rows
+    # a group, numpy's fixed cost a call is most of the time here
+    for rows in _groups(n_options):
+        ks = [n_options[r] for r in rows]
+        K, types = max(ks), {questions[r].type for r in rows}
+        z = np.empty((len(rows), K), dtype=np.float32)
+        z.fill(-np.inf)  # exp(-inf) = 0 past a row's options
+        for i, (r, k) in enumerate(zip(rows, ks, strict=True)):
+            z[i, :k] = logits[r][:k]
+        temperatures = [config.temperature_for(QTYPES[questions[r].type], k) for r, k in zip(rows, ks, strict=True)]
+        z /= np.array(temperatures, dtype=np.float32)[:, None]
+        p = np.exp(z - np.maximum.reduce(z, axis=1, keepdims=True))
+        p /= np.add.reduce(p, axis=1, keepdims=True)
+        for i, (r, k) in enumerate(zip(rows, ks, strict=True)):
+            order = questions[r].option_order
+            if order is not None:  # slot s showed option order[s]
+                p[i, list(order)] = p[i, :k].copy()
+        concentration = mean_level = [1.0] * len(rows)
+        if types - {"noul"}:
+            entropy = -np.add.reduce(p * np.log(np.clip(p, 1e-12, 1.0)), axis=1)
+            log_k = np.array([math.log(max(k, 2)) for k in ks], dtype=np.float32 if protocol == V03 else np.float64)
+            widened = entropy if protocol == V03 else entropy.astype(np.float64)
+            concentration = [1.0 if k < 2 else c for k, c in zip(ks, (1.0 - widened / log_k).tolist(), strict=True)]
+        if "score" in types:
+            mean_level = np.add.reduce(np.arange(K) * p, axis=1).tolist()
+        for i, (r, k, values, best) in enumerate(zip(rows, ks, p.tolist(), p.argmax(axis=1).tolist(), strict=True)):
+            decoded[r] = _Distribution(values[:k], best, _unit(values[best]), _unit(concentration[i]), mean_level[i])
+    return decoded
+
+
+def _groups(n_options: list[int]) -> list[list[int]]:
+    """Rows (by index) whose arithmetic can run as one array each, unchanged. numpy sums fewer than
+    SEQUENTIAL_SUM values one after another, so the zeros of a row padded to the group's width, added last, change
+    none of its sums: rows of fewer options form one group. From SEQUENTIAL_SUM values on it sums in blocks
+    (pairwise), which padding would move: those rows group by their exact count."""
+    groups: dict[int, list[int]] = {}
+    for r, k in enumerate(n_options):
+        groups.setdefault(k if k >= SEQUENTIAL_SUM else 0, []).append(r)
+    return list(groups.values())
 
 
 def _add_v04_fields(answer: dict, k: int, min_confidence: float | dict[str, float] | None) -> None:
@@ -117,24 +175,7 @@ def jev_confidence(answer_type: str, p: list[float]) -> float:
     return max(0.0, 1.0 - spread / uniform)
 
 
-def _top_probability(p: np.ndarray, k: int) -> float:
-    """max(p): the calibrated confidence, the quantity temperature scaling fits."""
-    if k < 1:
-        return 1.0
-    return _unit(p[:k].max())
-
-
-def _entropy_confidence(p: np.ndarray, k: int, protocol: str) -> float:
-    """1 - H(p) / log(k): how concentrated the distribution is (not calibrated). laya 0.3.20 divides the float32
-    entropy in float32, 0.4.15 widens it to float64 first: the fourth decimal can differ."""
-    if k < 2:
-        return 1.0
-    p = p[:k]
-    entropy = -(p * np.log(np.clip(p, 1e-12, 1.0))).sum()
-    return _unit(1.0 - (entropy if protocol == V03 else float(entropy)) / math.log(k))
-
-
-def _unit(x: np.floating) -> float:
-    """float(np.clip(x, 0.0, 1.0)) for a numpy scalar, without numpy's per-call cost (both bounds are exact
-    in float32, so clipping before or after the conversion gives the same float)."""
-    return min(max(float(x), 0.0), 1.0)
+def _unit(x: float) -> float:
+    """np.clip(x, 0.0, 1.0) of a float32 or float64 value held as a Python float, without numpy's per-call cost
+    (both bounds are exact in float32, so clipping before or after the conversion gives the same float)."""
+    return min(max(x, 0.0), 1.0)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import numpy as np
+
 from laya_common import protocol04
 from laya_common.contract import LIMITS, RequestError, resolve_model
 from laya_common.model import QTYPES
@@ -61,7 +63,7 @@ class Row:
     """One question's token sequence and where its options' markers are; what it kept of the state and of its
     options (protocol 0.4 reports both in `usage`)."""
 
-    ids: list[int]
+    ids: np.ndarray  # int32: the batch takes it as one copy, where a list cost converting each id
     markers: list[int]
     qtype: int  # the question's type as the model takes it: the row of its type embedding
     state_kept: int = 0  # state tokens in the row
@@ -244,21 +246,23 @@ def row_texts(tok: Tokenizer, question: Question) -> list[tuple[str, str]]:
     return [head] + [(" " + tok.scrub(text), field + ".criteria") for text in question.slots]
 
 
-def encode_state(tok: Tokenizer, state: object, need: int) -> list[int]:
-    """The state's ids, of which the `need` a row can hold (the first; a conversation's last) are the whole
+def encode_state(tok: Tokenizer, state: object, need: int) -> np.ndarray:
+    """The state's ids (int32), of which the `need` a row can hold (the first; a conversation's last) are the whole
     state's; RequestError naming the state when it cannot be tokenized."""
     try:
-        return tok.encode_state(tok.scrub(serialize_state(state)), need, from_end=is_conversation(state))
+        ids = tok.encode_state(tok.scrub(serialize_state(state)), need, from_end=is_conversation(state))
     except UnencodableText as e:
         raise RequestError(str(e), field="state") from None
+    return np.array(ids, dtype=np.int32)
 
 
-def encode_whole_state(tok: Tokenizer, state: object) -> list[int]:
-    """Every id of the state (protocol 0.4 reports how many, and how many a row dropped)."""
+def encode_whole_state(tok: Tokenizer, state: object) -> np.ndarray:
+    """Every id of the state, int32 (protocol 0.4 reports how many, and how many a row dropped)."""
     try:
-        return tok.encode(tok.scrub(serialize_state(state)))
+        ids = tok.encode(tok.scrub(serialize_state(state)))
     except UnencodableText as e:
         raise RequestError(str(e), field="state") from None
+    return np.array(ids, dtype=np.int32)
 
 
 def is_conversation(state: object) -> bool:
@@ -285,7 +289,7 @@ def build_row(
     tok: Tokenizer,
     question: Question,
     encoded: list[list[int]],
-    state_ids: list[int],
+    state_ids: np.ndarray,
     *,
     truncate_left: bool,
     max_len: int,
@@ -309,7 +313,7 @@ def build_row(
     ids.append(tok.sep_id)
     room = max(0, max_len - len(ids) - 1)
     state_part = state_ids[max(0, len(state_ids) - room) :] if truncate_left else state_ids[:room]
-    ids = (ids + state_part + [tok.sep_id])[:max_len]
+    ids = np.concatenate((ids, state_part, (tok.sep_id,)), dtype=np.int32)[:max_len]
     markers = [m for m in markers if m < max_len]
     if len(markers) != len(option_ids):
         raise RequestError(
