@@ -13,8 +13,8 @@ launch's time; OUT/chain.md sums them by entry point per input.
 
 --host-only: the host's stages and cProfile alone, without a GPU or a bundle. The engine runs recipe.paced_executor
 over the reference executor (LAYA_PACE_INNER, LAYA_PACE_DEPTH apply), each input's passes taking --pace-ms, so
-the host waits between its stages as it waits for a GPU (its caches cool while it waits); an input's first pass runs
-the reference's forward, minutes at 16x512 on two cores.
+the host waits between its stages as it waits for a GPU (its caches cool while it waits), and "executor (GPU)" is
+the paced pass's time; an input's first pass runs the reference's forward (tens of seconds at 16x512 on two cores).
 """
 
 from __future__ import annotations
