@@ -26,6 +26,7 @@ from worker.engine.sequences import (
     encode_state,
     encode_texts,
     encode_whole_state,
+    held_ids,
     is_conversation,
     parse_payload,
     parse_questions,
@@ -259,6 +260,7 @@ class Engine:
         tok, cfg = self.tokenizer, self.config
         max_len, head_max_len = controls.max_len or cfg.max_len, controls.head_max_len or cfg.head_max_len
         state_ids = encode_whole_state(tok, state) if strict else encode_state(tok, state, max_len)
+        held = held_ids(state, state_ids, max_len)
         per_question = [row_texts(tok, q) for q in questions]
         encoded, at, rows = encode_texts(tok, [t for texts in per_question for t in texts], cached=True), 0, []
         for question, texts in zip(questions, per_question, strict=True):
@@ -267,7 +269,7 @@ class Engine:
                     tok,
                     question,
                     encoded[at : at + len(texts)],
-                    state_ids,
+                    held,
                     truncate_left=is_conversation(state),
                     max_len=max_len,
                     head_max_len=head_max_len,

@@ -63,7 +63,7 @@ class Row:
     """One question's token sequence and where its options' markers are; what it kept of the state and of its
     options (protocol 0.4 reports both in `usage`)."""
 
-    ids: np.ndarray  # int32: the batch takes it as one copy, where a list cost converting each id
+    ids: np.ndarray  # int32, cut from `held_ids`
     markers: list[int]
     qtype: int  # the question's type as the model takes it: the row of its type embedding
     state_kept: int = 0  # state tokens in the row
@@ -246,23 +246,27 @@ def row_texts(tok: Tokenizer, question: Question) -> list[tuple[str, str]]:
     return [head] + [(" " + tok.scrub(text), field + ".criteria") for text in question.slots]
 
 
-def encode_state(tok: Tokenizer, state: object, need: int) -> np.ndarray:
-    """The state's ids (int32), of which the `need` a row can hold (the first; a conversation's last) are the whole
+def encode_state(tok: Tokenizer, state: object, need: int) -> list[int]:
+    """The state's ids, of which the `need` a row can hold (the first; a conversation's last) are the whole
     state's; RequestError naming the state when it cannot be tokenized."""
     try:
-        ids = tok.encode_state(tok.scrub(serialize_state(state)), need, from_end=is_conversation(state))
+        return tok.encode_state(tok.scrub(serialize_state(state)), need, from_end=is_conversation(state))
     except UnencodableText as e:
         raise RequestError(str(e), field="state") from None
-    return np.array(ids, dtype=np.int32)
 
 
-def encode_whole_state(tok: Tokenizer, state: object) -> np.ndarray:
-    """Every id of the state, int32 (protocol 0.4 reports how many, and how many a row dropped)."""
+def encode_whole_state(tok: Tokenizer, state: object) -> list[int]:
+    """Every id of the state (protocol 0.4 reports how many, and how many a row dropped)."""
     try:
-        ids = tok.encode(tok.scrub(serialize_state(state)))
+        return tok.encode(tok.scrub(serialize_state(state)))
     except UnencodableText as e:
         raise RequestError(str(e), field="state") from None
-    return np.array(ids, dtype=np.int32)
+
+
+def held_ids(state: object, state_ids: list[int], max_len: int) -> np.ndarray:
+    """The most of the state's ids a row of `max_len` can hold, as int32 (its first; a conversation's last): the
+    rows are cut from this one array, so a pass's batch copies them rather than converting each id."""
+    return np.array(state_ids[-max_len:] if is_conversation(state) else state_ids[:max_len], dtype=np.int32)
 
 
 def is_conversation(state: object) -> bool:
@@ -295,7 +299,7 @@ def build_row(
     max_len: int,
     head_max_len: int,
 ) -> Row:
-    """One question's row from its encoded `row_texts` and the state's ids; RequestError when its options do
+    """One question's row from its encoded `row_texts` and the state's `held_ids`; RequestError when its options do
     not all fit before `max_len`. A conversation (truncate_left) keeps its newest turns."""
     head_ids = encoded[0]
     option_ids = [[tok.mask_id] + ids[:OPTION_MAX_TOKENS] for ids in encoded[1:]]
